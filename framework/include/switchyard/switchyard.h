@@ -105,6 +105,13 @@ void sy_op_cost(const sy_node *node, uint64_t *out_flops, uint64_t *out_bytes);
  * tensor's data pointer set).  This is the ground truth for every plugin. */
 sy_status sy_op_reference_execute(const sy_node *node);
 
+/* Runs the frozen graph |g| with the reference kernels on host memory:
+ * leaves are read from their host data, temporary host memory holds every
+ * other tensor, and marked outputs are copied to their host data when set.
+ * The ground truth that plugins are checked against.
+ * Thread-safety: not safe on the same graph concurrently. */
+sy_status sy_graph_run_reference(sy_graph *g);
+
 /* --------------------------------------------------------------- runtime */
 
 typedef struct sy_runtime sy_runtime;

@@ -1,0 +1,19 @@
+/* The switchyard CLI: one source file per subcommand. */
+#ifndef SY_TOOLS_CLI_H
+#define SY_TOOLS_CLI_H
+
+#include "switchyard/switchyard.h"
+
+typedef struct sy_cli_command {
+    const char *name;
+    const char *summary;
+    int (*main)(int argc, char **argv);
+} sy_cli_command;
+
+int sy_cli_devices(int argc, char **argv);
+int sy_cli_demo(int argc, char **argv);
+
+/* Creates a runtime with the CLI's defaults, printing the error on failure. */
+sy_runtime *sy_cli_runtime(void);
+
+#endif

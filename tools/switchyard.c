@@ -1,0 +1,56 @@
+/* switchyard: command-line front end.  Each subcommand lives in its own
+ * file (cmd_<name>.c) and is listed in the table below. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const sy_cli_command commands[] = {
+    {"devices", "list plugins, devices, refused plugins and the CPU topology", sy_cli_devices},
+    {"demo", "run a small built-in graph on every device, checked against the reference", sy_cli_demo},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: switchyard [--help] [--version] <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nRun 'switchyard <command> --help' for a command's options.\n"
+               "Environment: SWITCHYARD_PLUGIN_PATH (colon list of plugin dirs or files),\n"
+               "SWITCHYARD_LOG (error|warn|info|debug), SWITCHYARD_THREADS.\n");
+}
+
+sy_runtime *sy_cli_runtime(void)
+{
+    sy_runtime *rt = NULL;
+    sy_status st = sy_runtime_create(NULL, &rt);
+    if (st != SY_OK) {
+        fprintf(stderr, "switchyard: cannot create runtime: %s\n", sy_status_str(st));
+        return NULL;
+    }
+    return rt;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("switchyard %s (plugin ABI %u.%u)\n", SY_VERSION_STRING, SY_PLUGIN_ABI_MAJOR,
+               SY_PLUGIN_ABI_MINOR);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].main(argc - 1, argv + 1);
+    fprintf(stderr, "switchyard: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
