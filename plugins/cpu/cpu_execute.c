@@ -1,0 +1,154 @@
+/* Graph-segment execution: each node runs on its threaded kernel, or on the
+ * host's reference kernel when no threaded kernel covers its layout (logged
+ * at debug level, never silent).  Execution is synchronous, so
+ * synchronize() has nothing to wait for. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "cpu_internal.h"
+#include "cpu_kernels.h"
+
+/* A view chain deeper than this can only come from a corrupted graph. */
+#define CPU_MAX_VIEW_HOPS 64
+
+void cpu_log(const cpu_state *s, sy_log_level level, const char *fmt, ...)
+{
+    if (!s->host->log)
+        return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    s->host->log(s->host->ctx, level, msg);
+}
+
+sy_status cpu_scratch_reserve(cpu_state *s, size_t bytes)
+{
+    for (uint32_t i = 0; i < s->n_threads; i++) {
+        cpu_lane *l = &s->lanes[i];
+        if (l->scratch_size >= bytes)
+            continue;
+        void *p = s->host->alloc(s->host->ctx, bytes, CPU_ALIGN);
+        if (!p)
+            return SY_E_NO_MEMORY;
+        if (l->scratch)
+            s->host->free(s->host->ctx, l->scratch);
+        l->scratch = p;
+        l->scratch_size = bytes;
+    }
+    return SY_OK;
+}
+
+sy_status cpu_shared_reserve(cpu_state *s, size_t bytes)
+{
+    if (s->shared_size >= bytes)
+        return SY_OK;
+    void *p = s->host->alloc(s->host->ctx, bytes, CPU_ALIGN);
+    if (!p)
+        return SY_E_NO_MEMORY;
+    if (s->shared)
+        s->host->free(s->host->ctx, s->shared);
+    s->shared = p;
+    s->shared_size = bytes;
+    return SY_OK;
+}
+
+/* Fills t->data when the runtime left it NULL but the tensor lives in one
+ * of our buffers or aliases one that does. */
+static sy_status cpu_resolve_data(sy_tensor *t, int depth)
+{
+    if (t->data)
+        return SY_OK;
+    if (depth > CPU_MAX_VIEW_HOPS)
+        return SY_E_GRAPH;
+    if (t->buffer) {
+        const cpu_buffer *b = t->buffer;
+        if (!b->ptr || t->offset > b->size)
+            return SY_E_INVALID_ARG;
+        t->data = (char *)b->ptr + t->offset;
+        return SY_OK;
+    }
+    if (t->view_src) {
+        sy_status st = cpu_resolve_data(t->view_src, depth + 1);
+        if (st != SY_OK)
+            return st;
+        t->data = (char *)t->view_src->data + t->view_offset;
+        return SY_OK;
+    }
+    return SY_E_INVALID_ARG;
+}
+
+static sy_status cpu_prepare_node(sy_node *node)
+{
+    if (node->op >= SY_OP_COUNT || node->n_inputs > SY_MAX_INPUTS || !node->output)
+        return SY_E_INVALID_ARG;
+    for (uint32_t i = 0; i < node->n_inputs; i++) {
+        if (!node->inputs[i])
+            return SY_E_INVALID_ARG;
+        sy_status st = cpu_resolve_data(node->inputs[i], 0);
+        if (st != SY_OK)
+            return st;
+    }
+    return cpu_resolve_data(node->output, 0);
+}
+
+/* The plugin does not link libswitchyard, so it names statuses itself from
+ * the same X-macro table. */
+static const char *cpu_status_name(sy_status st)
+{
+    switch (st) {
+#define CPU_STATUS_NAME_(name, value, msg) \
+    case name:                             \
+        return #name;
+        SY_STATUS_TABLE(CPU_STATUS_NAME_)
+#undef CPU_STATUS_NAME_
+    }
+    return "SY_E_UNKNOWN";
+}
+
+static const char *cpu_op_name(const cpu_state *s, uint32_t op)
+{
+    const char *name = s->host->op_name ? s->host->op_name(s->host->ctx, op) : NULL;
+    return name ? name : "op";
+}
+
+sy_status cpu_device_execute(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n)
+{
+    cpu_state *s = state;
+    if (dev != 0 || (!nodes && n))
+        return SY_E_INVALID_ARG;
+    for (uint32_t i = 0; i < n; i++) {
+        sy_node *node = nodes[i];
+        if (!node)
+            return SY_E_INVALID_ARG;
+        if (sy_op_is_view(node->op))
+            continue;
+        sy_status st = cpu_prepare_node(node);
+        if (st != SY_OK) {
+            cpu_log(s, SY_LOG_ERROR, "cpu: node '%s' (%s) has a tensor without host memory",
+                    node->name, cpu_op_name(s, node->op));
+            return st;
+        }
+        const char *why = "unknown";
+        st = cpu_kernel_run(s, node, &why);
+        if (st == SY_E_UNSUPPORTED) {
+            cpu_log(s, SY_LOG_DEBUG, "cpu: node '%s' (%s) runs the reference kernel: %s",
+                    node->name, cpu_op_name(s, node->op), why);
+            if (!s->host->reference_execute)
+                return SY_E_UNSUPPORTED;
+            st = s->host->reference_execute(s->host->ctx, node);
+        }
+        if (st != SY_OK) {
+            cpu_log(s, SY_LOG_ERROR, "cpu: node '%s' (%s) failed: %s", node->name,
+                    cpu_op_name(s, node->op), cpu_status_name(st));
+            return st;
+        }
+    }
+    return SY_OK;
+}
+
+sy_status cpu_device_synchronize(void *state, uint32_t dev)
+{
+    return dev == 0 ? SY_OK : SY_E_INVALID_ARG;
+}

@@ -1,0 +1,91 @@
+/* State shared by the files of the CPU plugin.  Nothing here is exported:
+ * the module is built with hidden visibility and publishes only
+ * sy_plugin_query (cpu_plugin.c). */
+#ifndef SY_CPU_INTERNAL_H
+#define SY_CPU_INTERNAL_H
+
+#include <hwloc.h>
+#include <stdalign.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpu_isa.h"
+#include "cpu_threadpool.h"
+#include "switchyard/plugin.h"
+
+#define CPU_PLUGIN_NAME "cpu"
+#define CPU_PLUGIN_VERSION "0.1.0"
+#define CPU_PLUGIN_VENDOR "switchyard"
+/* Alignment of every buffer and scratch area: one cache line, and enough
+ * for any vector load the kernels issue. */
+#define CPU_ALIGN 64
+
+/* A device buffer: host memory, owned (buffer_alloc) or borrowed
+ * (buffer_import_host). */
+typedef struct cpu_buffer {
+    void *ptr;
+    uint64_t size;
+    bool owned;
+} cpu_buffer;
+
+/* Per-lane scratch memory, one cache line of bookkeeping per lane so that
+ * lanes never share a line. */
+typedef struct cpu_lane {
+    alignas(CPU_ALIGN) void *scratch;
+    size_t scratch_size;
+    /* Small per-lane results (argmax partials). */
+    float best_value;
+    int64_t best_index;
+} cpu_lane;
+
+typedef struct cpu_state {
+    const sy_host *host;
+    hwloc_topology_t topo;
+    cpu_pool *pool;
+    uint32_t n_threads;
+    cpu_isa_features features;
+    const cpu_isa_table *isa;
+    cpu_lane *lanes;    /* n_threads entries */
+    void *shared;       /* scratch read by every lane (converted inputs) */
+    size_t shared_size;
+    sy_device_desc desc;
+} cpu_state;
+
+/* Logs |fmt| through the host at |level|.  Never prints by itself. */
+void cpu_log(const cpu_state *s, sy_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Makes every lane's scratch at least |bytes| long (contents not kept). */
+sy_status cpu_scratch_reserve(cpu_state *s, size_t bytes);
+/* Makes the shared scratch at least |bytes| long (contents not kept). */
+sy_status cpu_shared_reserve(cpu_state *s, size_t bytes);
+
+/* cpu_device.c: the plugin table's entry points. */
+sy_status cpu_device_init(const sy_host *host, void **out_state);
+void cpu_device_deinit(void *state);
+uint32_t cpu_device_count(void *state);
+sy_status cpu_device_describe(void *state, uint32_t dev, sy_device_desc *out_desc);
+sy_status cpu_device_self_test(void *state, uint32_t dev, char *out_msg, uint32_t msg_size);
+
+/* cpu_supports.c */
+bool cpu_device_supports(void *state, uint32_t dev, const sy_node *node, sy_support *out_why);
+
+/* cpu_execute.c */
+sy_status cpu_device_execute(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n);
+sy_status cpu_device_synchronize(void *state, uint32_t dev);
+
+/* cpu_buffer.c */
+sy_status cpu_buffer_alloc(void *state, uint32_t dev, uint64_t size, void **out_buffer);
+sy_status cpu_buffer_import_host(void *state, uint32_t dev, void *ptr, uint64_t size,
+                                 void **out_buffer);
+void cpu_buffer_free(void *state, uint32_t dev, void *buffer);
+void *cpu_buffer_host_ptr(void *state, uint32_t dev, void *buffer);
+sy_status cpu_buffer_copy_in(void *state, uint32_t dev, void *buffer, uint64_t offset,
+                             const void *src, uint64_t size);
+sy_status cpu_buffer_copy_out(void *state, uint32_t dev, void *buffer, uint64_t offset, void *dst,
+                              uint64_t size);
+sy_status cpu_buffer_copy_device(void *state, uint32_t dst_dev, void *dst, uint64_t dst_offset,
+                                 uint32_t src_dev, void *src, uint64_t src_offset, uint64_t size);
+
+#endif

@@ -1,0 +1,87 @@
+/* The CPU plugin's threaded kernels, one entry per op family.
+ *
+ * Contract of every cpu_kernel_*: run |node| (all tensor data pointers
+ * set) on the lanes of |s|.  When the kernel does not cover the node's
+ * layout or dtypes it returns SY_E_UNSUPPORTED before touching any memory
+ * and sets *out_why to a static string; the caller then runs the host's
+ * reference kernel.  Any other non-OK status is a real failure. */
+#ifndef SY_CPU_KERNELS_H
+#define SY_CPU_KERNELS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cpu_internal.h"
+
+/* Dispatches on node->op. */
+sy_status cpu_kernel_run(cpu_state *s, const sy_node *node, const char **out_why);
+
+/* cpu_kernels_matmul.c */
+sy_status cpu_kernel_matmul(cpu_state *s, const sy_node *node, const char **out_why);
+/* cpu_kernels_elementwise.c: ADD, MUL, SCALE, SILU, GELU, SWIGLU, GEGLU */
+sy_status cpu_kernel_elementwise(cpu_state *s, const sy_node *node, const char **out_why);
+/* cpu_kernels_rows.c: RMS_NORM, SOFTMAX, ROPE, ARGMAX */
+sy_status cpu_kernel_rms_norm(cpu_state *s, const sy_node *node, const char **out_why);
+sy_status cpu_kernel_softmax(cpu_state *s, const sy_node *node, const char **out_why);
+sy_status cpu_kernel_rope(cpu_state *s, const sy_node *node, const char **out_why);
+sy_status cpu_kernel_argmax(cpu_state *s, const sy_node *node, const char **out_why);
+/* cpu_kernels_attention.c */
+sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **out_why);
+/* cpu_kernels_memory.c: GET_ROWS, KV_WRITE, COPY */
+sy_status cpu_kernel_get_rows(cpu_state *s, const sy_node *node, const char **out_why);
+sy_status cpu_kernel_kv_write(cpu_state *s, const sy_node *node, const char **out_why);
+sy_status cpu_kernel_copy(cpu_state *s, const sy_node *node, const char **out_why);
+
+/* ------------------------------------------------------------ helpers */
+
+/* Splits [0, n) into |nth| near-equal ranges; lane |ith| gets [*lo, *hi). */
+static inline void cpu_split(int64_t n, uint32_t ith, uint32_t nth, int64_t *lo, int64_t *hi)
+{
+    *lo = n * (int64_t)ith / (int64_t)nth;
+    *hi = n * (int64_t)(ith + 1) / (int64_t)nth;
+}
+
+/* Lanes worth waking for |work| units when one lane should get at least
+ * |min_per_lane| of them. */
+static inline uint32_t cpu_lanes_for(const cpu_state *s, int64_t work, int64_t min_per_lane)
+{
+    int64_t n = min_per_lane > 0 ? work / min_per_lane : work;
+    if (n < 1)
+        n = 1;
+    return n < (int64_t)s->n_threads ? (uint32_t)n : s->n_threads;
+}
+
+/* Number of ne[0]-rows of |t|. */
+static inline int64_t cpu_nrows(const sy_tensor *t)
+{
+    return t->ne[1] * t->ne[2] * t->ne[3];
+}
+
+/* Address of row (i1, i2, i3) of |t|. */
+static inline char *cpu_row(const sy_tensor *t, int64_t i1, int64_t i2, int64_t i3)
+{
+    return (char *)t->data + i1 * (int64_t)t->nb[1] + i2 * (int64_t)t->nb[2] +
+           i3 * (int64_t)t->nb[3];
+}
+
+/* Address of flat row |r| (r = i1 + ne1 * (i2 + ne2 * i3)) of |t|. */
+static inline char *cpu_row_flat(const sy_tensor *t, int64_t r)
+{
+    int64_t i1 = r % t->ne[1];
+    int64_t i23 = r / t->ne[1];
+    return cpu_row(t, i1, i23 % t->ne[2], i23 / t->ne[2]);
+}
+
+/* True when the elements (blocks) of each row of |t| are packed. */
+static inline bool cpu_rows_dense(const sy_tensor *t)
+{
+    return t->nb[0] == sy_dtype_type_size(t->dtype);
+}
+
+/* True when |t| is F32 with packed rows. */
+static inline bool cpu_is_f32_rows(const sy_tensor *t)
+{
+    return t->dtype == SY_DTYPE_F32 && t->nb[0] == sizeof(float);
+}
+
+#endif

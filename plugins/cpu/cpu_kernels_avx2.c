@@ -1,0 +1,341 @@
+/* AVX2 + FMA + F16C inner kernels.  Every function carries its own target
+ * attribute, so this file builds with the project's default flags and runs
+ * only where cpu_isa_select() found the features.  Dequantizers multiply
+ * and add in the same order as the scalar ones (no fused multiply-add), so
+ * both tables give the same weights bit for bit. */
+#include "cpu_isa.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "quants_internal.h"
+
+#define CPU_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+CPU_AVX2 static inline float cpu_avx2_hsum(__m256 v)
+{
+    __m128 lo = _mm256_castps256_ps128(v);
+    __m128 hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    __m128 shuf = _mm_movehdup_ps(lo);
+    __m128 sums = _mm_add_ps(lo, shuf);
+    shuf = _mm_movehl_ps(shuf, sums);
+    sums = _mm_add_ss(sums, shuf);
+    return _mm_cvtss_f32(sums);
+}
+
+CPU_AVX2 static inline __m256 cpu_avx2_load_f16(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* Loads 8 bytes and widens them to 8 int32 lanes, unsigned. */
+CPU_AVX2 static inline __m256i cpu_avx2_load_u8x8(const uint8_t *p)
+{
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+}
+
+CPU_AVX2 static float cpu_avx2_dot_f32(const float *a, const float *b, int64_t n)
+{
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+        acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), acc2);
+        acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), acc3);
+    }
+    for (; i + 8 <= n; i += 8)
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    float sum = cpu_avx2_hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+    for (; i < n; i++)
+        sum += a[i] * b[i];
+    return sum;
+}
+
+CPU_AVX2 static float cpu_avx2_dot_f16(const uint16_t *a, const float *b, int64_t n)
+{
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(cpu_avx2_load_f16(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(cpu_avx2_load_f16(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    }
+    for (; i + 8 <= n; i += 8)
+        acc0 = _mm256_fmadd_ps(cpu_avx2_load_f16(a + i), _mm256_loadu_ps(b + i), acc0);
+    float sum = cpu_avx2_hsum(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++)
+        sum += sy__fp16_to_f32(a[i]) * b[i];
+    return sum;
+}
+
+CPU_AVX2 static void cpu_avx2_axpy_f32(float *y, float a, const float *x, int64_t n)
+{
+    __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] += a * x[i];
+}
+
+CPU_AVX2 static void cpu_avx2_axpy_f16(float *y, float a, const uint16_t *x, int64_t n)
+{
+    __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, cpu_avx2_load_f16(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++)
+        y[i] += a * sy__fp16_to_f32(x[i]);
+}
+
+CPU_AVX2 static void cpu_avx2_f32_to_f16(const float *src, uint16_t *dst, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm_storeu_si128((__m128i *)(dst + i), h);
+    }
+    for (; i < n; i++)
+        dst[i] = sy__f32_to_fp16(src[i]);
+}
+
+CPU_AVX2 static void cpu_avx2_dequant_f32(const void *src, float *dst, int64_t n)
+{
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+CPU_AVX2 static void cpu_avx2_dequant_f16(const void *src, float *dst, int64_t n)
+{
+    const uint16_t *x = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, cpu_avx2_load_f16(x + i));
+    for (; i < n; i++)
+        dst[i] = sy__fp16_to_f32(x[i]);
+}
+
+CPU_AVX2 static void cpu_avx2_dequant_bf16(const void *src, float *dst, int64_t n)
+{
+    const uint16_t *x = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + i)));
+        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+    }
+    for (; i < n; i++)
+        dst[i] = sy__bf16_to_f32(x[i]);
+}
+
+CPU_AVX2 static void cpu_avx2_dequant_i32(const void *src, float *dst, int64_t n)
+{
+    const int32_t *x = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(x + i))));
+    for (; i < n; i++)
+        dst[i] = (float)x[i];
+}
+
+CPU_AVX2 static void cpu_avx2_dequant_q8_0(const void *src, float *dst, int64_t n)
+{
+    const sy_block_q8_0 *b = src;
+    for (int64_t i = 0; i < n / SY_QK; i++, dst += SY_QK) {
+        __m256 d = _mm256_set1_ps(sy__fp16_to_f32(b[i].d));
+        for (int j = 0; j < SY_QK; j += 8) {
+            __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b[i].qs + j)));
+            _mm256_storeu_ps(dst + j, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+        }
+    }
+}
+
+CPU_AVX2 static void cpu_avx2_dequant_q4_0(const void *src, float *dst, int64_t n)
+{
+    const sy_block_q4_0 *b = src;
+    const __m256i low = _mm256_set1_epi32(0x0F);
+    const __m256i eight = _mm256_set1_epi32(8);
+    for (int64_t i = 0; i < n / SY_QK; i++, dst += SY_QK) {
+        __m256 d = _mm256_set1_ps(sy__fp16_to_f32(b[i].d));
+        for (int j = 0; j < SY_QK / 2; j += 8) {
+            __m256i q = cpu_avx2_load_u8x8(b[i].qs + j);
+            __m256i lo = _mm256_sub_epi32(_mm256_and_si256(q, low), eight);
+            __m256i hi = _mm256_sub_epi32(_mm256_srli_epi32(q, 4), eight);
+            _mm256_storeu_ps(dst + j, _mm256_mul_ps(_mm256_cvtepi32_ps(lo), d));
+            _mm256_storeu_ps(dst + j + SY_QK / 2, _mm256_mul_ps(_mm256_cvtepi32_ps(hi), d));
+        }
+    }
+}
+
+CPU_AVX2 static void cpu_avx2_dequant_q4_1(const void *src, float *dst, int64_t n)
+{
+    const sy_block_q4_1 *b = src;
+    const __m256i low = _mm256_set1_epi32(0x0F);
+    for (int64_t i = 0; i < n / SY_QK; i++, dst += SY_QK) {
+        __m256 d = _mm256_set1_ps(sy__fp16_to_f32(b[i].d));
+        __m256 m = _mm256_set1_ps(sy__fp16_to_f32(b[i].m));
+        for (int j = 0; j < SY_QK / 2; j += 8) {
+            __m256i q = cpu_avx2_load_u8x8(b[i].qs + j);
+            __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(q, low));
+            __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(q, 4));
+            _mm256_storeu_ps(dst + j, _mm256_add_ps(_mm256_mul_ps(lo, d), m));
+            _mm256_storeu_ps(dst + j + SY_QK / 2, _mm256_add_ps(_mm256_mul_ps(hi, d), m));
+        }
+    }
+}
+
+static void cpu_avx2_scale_min_k4(int j, const uint8_t *q, uint8_t *out_scale, uint8_t *out_min)
+{
+    if (j < 4) {
+        *out_scale = q[j] & 63;
+        *out_min = q[j + 4] & 63;
+    } else {
+        *out_scale = (uint8_t)((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4));
+        *out_min = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* dst[0..32) = d * q - m for 32 int32-convertible lanes built by |load|. */
+CPU_AVX2 static inline void cpu_avx2_store_dm(float *dst, __m256i q, __m256 d, __m256 m)
+{
+    _mm256_storeu_ps(dst, _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(q)), m));
+}
+
+CPU_AVX2 static void cpu_avx2_dequant_q4_k(const void *src, float *dst, int64_t n)
+{
+    const sy_block_q4_k *b = src;
+    const __m256i low = _mm256_set1_epi32(0x0F);
+    for (int64_t i = 0; i < n / SY_QK_K; i++) {
+        float d = sy__fp16_to_f32(b[i].d);
+        float dmin = sy__fp16_to_f32(b[i].dmin);
+        const uint8_t *q = b[i].qs;
+        for (int j = 0; j < SY_QK_K / 64; j++, q += 32, dst += 64) {
+            uint8_t sc, m;
+            cpu_avx2_scale_min_k4(2 * j, b[i].scales, &sc, &m);
+            __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(dmin * m);
+            cpu_avx2_scale_min_k4(2 * j + 1, b[i].scales, &sc, &m);
+            __m256 d2 = _mm256_set1_ps(d * sc), m2 = _mm256_set1_ps(dmin * m);
+            for (int l = 0; l < 32; l += 8) {
+                __m256i v = cpu_avx2_load_u8x8(q + l);
+                cpu_avx2_store_dm(dst + l, _mm256_and_si256(v, low), d1, m1);
+                cpu_avx2_store_dm(dst + 32 + l, _mm256_srli_epi32(v, 4), d2, m2);
+            }
+        }
+    }
+}
+
+CPU_AVX2 static void cpu_avx2_dequant_q5_k(const void *src, float *dst, int64_t n)
+{
+    const sy_block_q5_k *b = src;
+    const __m256i low = _mm256_set1_epi32(0x0F);
+    const __m256i zero = _mm256_setzero_si256();
+    const __m256i sixteen = _mm256_set1_epi32(16);
+    for (int64_t i = 0; i < n / SY_QK_K; i++) {
+        float d = sy__fp16_to_f32(b[i].d);
+        float dmin = sy__fp16_to_f32(b[i].dmin);
+        const uint8_t *ql = b[i].qs;
+        const uint8_t *qh = b[i].qh;
+        for (int j = 0; j < SY_QK_K / 64; j++, ql += 32, dst += 64) {
+            uint8_t sc, m;
+            cpu_avx2_scale_min_k4(2 * j, b[i].scales, &sc, &m);
+            __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(dmin * m);
+            cpu_avx2_scale_min_k4(2 * j + 1, b[i].scales, &sc, &m);
+            __m256 d2 = _mm256_set1_ps(d * sc), m2 = _mm256_set1_ps(dmin * m);
+            __m256i u1 = _mm256_set1_epi32(1 << (2 * j));
+            __m256i u2 = _mm256_set1_epi32(2 << (2 * j));
+            for (int l = 0; l < 32; l += 8) {
+                __m256i v = cpu_avx2_load_u8x8(ql + l);
+                __m256i h = cpu_avx2_load_u8x8(qh + l);
+                __m256i h1 = _mm256_andnot_si256(_mm256_cmpeq_epi32(_mm256_and_si256(h, u1), zero),
+                                                 sixteen);
+                __m256i h2 = _mm256_andnot_si256(_mm256_cmpeq_epi32(_mm256_and_si256(h, u2), zero),
+                                                 sixteen);
+                cpu_avx2_store_dm(dst + l, _mm256_add_epi32(_mm256_and_si256(v, low), h1), d1, m1);
+                cpu_avx2_store_dm(dst + 32 + l, _mm256_add_epi32(_mm256_srli_epi32(v, 4), h2), d2,
+                                  m2);
+            }
+        }
+    }
+}
+
+CPU_AVX2 static void cpu_avx2_dequant_q6_k(const void *src, float *dst, int64_t n)
+{
+    const sy_block_q6_k *b = src;
+    const __m256i low = _mm256_set1_epi32(0x0F);
+    const __m256i three = _mm256_set1_epi32(3);
+    const __m256i bias = _mm256_set1_epi32(32);
+    for (int64_t i = 0; i < n / SY_QK_K; i++) {
+        float d = sy__fp16_to_f32(b[i].d);
+        const uint8_t *ql = b[i].ql;
+        const uint8_t *qh = b[i].qh;
+        const int8_t *sc = b[i].scales;
+        for (int half = 0; half < SY_QK_K / 128; half++, ql += 64, qh += 32, sc += 8, dst += 128) {
+            for (int l = 0; l < 32; l += 8) {
+                int is = l / 16;
+                __m256i a = cpu_avx2_load_u8x8(ql + l);
+                __m256i c = cpu_avx2_load_u8x8(ql + l + 32);
+                __m256i h = cpu_avx2_load_u8x8(qh + l);
+                __m256i q1 = _mm256_or_si256(_mm256_and_si256(a, low),
+                                             _mm256_slli_epi32(_mm256_and_si256(h, three), 4));
+                __m256i q2 = _mm256_or_si256(
+                    _mm256_and_si256(c, low),
+                    _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2), three), 4));
+                __m256i q3 = _mm256_or_si256(
+                    _mm256_srli_epi32(a, 4),
+                    _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 4), three), 4));
+                __m256i q4 = _mm256_or_si256(
+                    _mm256_srli_epi32(c, 4),
+                    _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 6), three), 4));
+                __m256 s1 = _mm256_set1_ps(d * (float)sc[is + 0]);
+                __m256 s2 = _mm256_set1_ps(d * (float)sc[is + 2]);
+                __m256 s3 = _mm256_set1_ps(d * (float)sc[is + 4]);
+                __m256 s4 = _mm256_set1_ps(d * (float)sc[is + 6]);
+                _mm256_storeu_ps(dst + l, _mm256_mul_ps(s1, _mm256_cvtepi32_ps(_mm256_sub_epi32(q1, bias))));
+                _mm256_storeu_ps(dst + l + 32,
+                                 _mm256_mul_ps(s2, _mm256_cvtepi32_ps(_mm256_sub_epi32(q2, bias))));
+                _mm256_storeu_ps(dst + l + 64,
+                                 _mm256_mul_ps(s3, _mm256_cvtepi32_ps(_mm256_sub_epi32(q3, bias))));
+                _mm256_storeu_ps(dst + l + 96,
+                                 _mm256_mul_ps(s4, _mm256_cvtepi32_ps(_mm256_sub_epi32(q4, bias))));
+            }
+        }
+    }
+}
+
+static const cpu_isa_table cpu_avx2_table = {
+    .name = "avx2",
+    .dot_f32 = cpu_avx2_dot_f32,
+    .dot_f16 = cpu_avx2_dot_f16,
+    .axpy_f32 = cpu_avx2_axpy_f32,
+    .axpy_f16 = cpu_avx2_axpy_f16,
+    .f32_to_f16 = cpu_avx2_f32_to_f16,
+    .dequant =
+        {
+            [SY_DTYPE_F32] = cpu_avx2_dequant_f32,
+            [SY_DTYPE_F16] = cpu_avx2_dequant_f16,
+            [SY_DTYPE_BF16] = cpu_avx2_dequant_bf16,
+            [SY_DTYPE_I32] = cpu_avx2_dequant_i32,
+            [SY_DTYPE_Q8_0] = cpu_avx2_dequant_q8_0,
+            [SY_DTYPE_Q4_0] = cpu_avx2_dequant_q4_0,
+            [SY_DTYPE_Q4_1] = cpu_avx2_dequant_q4_1,
+            [SY_DTYPE_Q4_K] = cpu_avx2_dequant_q4_k,
+            [SY_DTYPE_Q5_K] = cpu_avx2_dequant_q5_k,
+            [SY_DTYPE_Q6_K] = cpu_avx2_dequant_q6_k,
+        },
+};
+
+const cpu_isa_table *cpu_isa_avx2_table(void)
+{
+    return &cpu_avx2_table;
+}
+
+#else
+
+const cpu_isa_table *cpu_isa_avx2_table(void)
+{
+    return NULL;
+}
+
+#endif

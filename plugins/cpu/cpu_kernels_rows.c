@@ -1,0 +1,274 @@
+/* Row-wise ops, threaded over rows: RMS_NORM, SOFTMAX (causal and window
+ * masks), ROPE (normal and NeoX pairing) and ARGMAX (a single long row is
+ * split across lanes and reduced). */
+#include <math.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+#define CPU_ROWS_MIN_PER_LANE 8192
+
+/* ------------------------------------------------------------ rms_norm */
+
+typedef struct cpu_rows_ctx {
+    const cpu_state *s;
+    const sy_node *node;
+    const sy_tensor *x;
+    const sy_tensor *y;
+} cpu_rows_ctx;
+
+static void cpu_rms_norm_task(void *arg, uint32_t ith, uint32_t nth)
+{
+    const cpu_rows_ctx *c = arg;
+    const int64_t n = c->x->ne[0];
+    const float eps = c->node->params.f[0];
+    int64_t lo, hi;
+    cpu_split(cpu_nrows(c->x), ith, nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = (const float *)cpu_row_flat(c->x, r);
+        float *y = (float *)cpu_row_flat(c->y, r);
+        const float ss = c->s->isa->dot_f32(x, x, n);
+        const float k = (float)(1.0 / sqrt((double)ss / (double)n + (double)eps));
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] * k;
+    }
+}
+
+/* Checks the common layout of the single-input row ops. */
+static bool cpu_rows_layout_ok(const sy_tensor *x, const sy_tensor *y)
+{
+    if (!cpu_is_f32_rows(x) || !cpu_is_f32_rows(y))
+        return false;
+    for (int d = 0; d < SY_MAX_DIMS; d++)
+        if (x->ne[d] != y->ne[d])
+            return false;
+    return true;
+}
+
+static uint32_t cpu_rows_lanes(const cpu_state *s, const sy_tensor *x)
+{
+    const int64_t rows = cpu_nrows(x);
+    uint32_t nth = cpu_lanes_for(s, rows * x->ne[0], CPU_ROWS_MIN_PER_LANE);
+    return (int64_t)nth > rows ? (uint32_t)rows : nth;
+}
+
+sy_status cpu_kernel_rms_norm(cpu_state *s, const sy_node *node, const char **out_why)
+{
+    cpu_rows_ctx c = {.s = s, .node = node, .x = node->inputs[0], .y = node->output};
+    if (!cpu_rows_layout_ok(c.x, c.y)) {
+        *out_why = "input or output is not f32 with dense rows of the same shape";
+        return SY_E_UNSUPPORTED;
+    }
+    cpu_pool_run(s->pool, cpu_rms_norm_task, &c, cpu_rows_lanes(s, c.x));
+    return SY_OK;
+}
+
+/* ------------------------------------------------------------- softmax */
+
+static void cpu_softmax_task(void *arg, uint32_t ith, uint32_t nth)
+{
+    const cpu_rows_ctx *c = arg;
+    const sy_op_params *p = &c->node->params;
+    const int64_t n = c->x->ne[0];
+    const float scale = p->f[0];
+    const bool causal = p->i[0] != 0;
+    const int64_t n_past = p->i[1], window = p->i[2];
+    int64_t lo, hi;
+    cpu_split(cpu_nrows(c->x), ith, nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = (const float *)cpu_row_flat(c->x, r);
+        float *y = (float *)cpu_row_flat(c->y, r);
+        const int64_t pos = n_past + r % c->x->ne[1];
+        /* Unmasked keys form one range [j0, j1). */
+        int64_t j1 = causal ? (pos + 1 < n ? pos + 1 : n) : n;
+        int64_t j0 = window > 0 ? pos - window + 1 : 0;
+        if (j0 < 0)
+            j0 = 0;
+        if (j0 >= j1) {
+            memset(y, 0, (size_t)n * sizeof(float));
+            continue;
+        }
+        float max = -INFINITY;
+        for (int64_t j = j0; j < j1; j++)
+            if (x[j] * scale > max)
+                max = x[j] * scale;
+        double sum = 0.0;
+        for (int64_t j = j0; j < j1; j++) {
+            const float e = expf(x[j] * scale - max);
+            y[j] = e;
+            sum += e;
+        }
+        const float inv = (float)(1.0 / sum);
+        for (int64_t j = 0; j < j0; j++)
+            y[j] = 0.0f;
+        for (int64_t j = j0; j < j1; j++)
+            y[j] *= inv;
+        for (int64_t j = j1; j < n; j++)
+            y[j] = 0.0f;
+    }
+}
+
+sy_status cpu_kernel_softmax(cpu_state *s, const sy_node *node, const char **out_why)
+{
+    cpu_rows_ctx c = {.s = s, .node = node, .x = node->inputs[0], .y = node->output};
+    if (!cpu_rows_layout_ok(c.x, c.y)) {
+        *out_why = "input or output is not f32 with dense rows of the same shape";
+        return SY_E_UNSUPPORTED;
+    }
+    cpu_pool_run(s->pool, cpu_softmax_task, &c, cpu_rows_lanes(s, c.x));
+    return SY_OK;
+}
+
+/* ---------------------------------------------------------------- rope */
+
+typedef struct cpu_rope_ctx {
+    const cpu_state *s;
+    const sy_node *node;
+    const sy_tensor *x, *pos, *y;
+} cpu_rope_ctx;
+
+static void cpu_rope_task(void *arg, uint32_t ith, uint32_t nth)
+{
+    const cpu_rope_ctx *c = arg;
+    const sy_op_params *p = &c->node->params;
+    const int64_t d = c->x->ne[0], heads = c->x->ne[1], tokens = c->x->ne[2];
+    const bool neox = p->i[0] == SY_ROPE_NEOX;
+    const int64_t n_rot = p->i[1], half = n_rot / 2;
+    const double base = p->f[0];
+    const double freq_scale = p->f[1] != 0.0f ? p->f[1] : 1.0;
+    /* Lane scratch: cos[half], sin[half] of the token in hand. */
+    float *cos_t = c->s->lanes[ith].scratch;
+    float *sin_t = cos_t + half;
+    int64_t cached_t = -1;
+
+    int64_t lo, hi;
+    cpu_split(heads * tokens, ith, nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        const int64_t h = r % heads, t = r / heads;
+        if (t != cached_t) {
+            const int32_t pos = *(const int32_t *)((const char *)c->pos->data + t * (int64_t)c->pos->nb[0]);
+            for (int64_t j = 0; j < half; j++) {
+                const double theta =
+                    (double)pos * freq_scale * pow(base, -2.0 * (double)j / (double)n_rot);
+                cos_t[j] = (float)cos(theta);
+                sin_t[j] = (float)sin(theta);
+            }
+            cached_t = t;
+        }
+        const float *x = (const float *)cpu_row(c->x, h, t, 0);
+        float *y = (float *)cpu_row(c->y, h, t, 0);
+        const int64_t stride = neox ? 1 : 2, other = neox ? half : 1;
+        for (int64_t j = 0; j < half; j++) {
+            const int64_t i0 = j * stride, i1 = i0 + other;
+            const float x0 = x[i0], x1 = x[i1];
+            y[i0] = x0 * cos_t[j] - x1 * sin_t[j];
+            y[i1] = x0 * sin_t[j] + x1 * cos_t[j];
+        }
+        for (int64_t i = n_rot; i < d; i++)
+            y[i] = x[i];
+    }
+}
+
+sy_status cpu_kernel_rope(cpu_state *s, const sy_node *node, const char **out_why)
+{
+    cpu_rope_ctx c = {.s = s, .node = node, .x = node->inputs[0], .pos = node->inputs[1],
+                      .y = node->output};
+    const sy_op_params *p = &node->params;
+    if (!cpu_rows_layout_ok(c.x, c.y) || c.x->ne[3] != 1 || c.pos->dtype != SY_DTYPE_I32 ||
+        c.pos->ne[0] != c.x->ne[2]) {
+        *out_why = "x/out not f32 [D,H,T] with dense rows, or positions not i32 [T]";
+        return SY_E_UNSUPPORTED;
+    }
+    if ((p->i[0] != SY_ROPE_NORMAL && p->i[0] != SY_ROPE_NEOX) || p->i[1] < 2 || p->i[1] % 2 ||
+        p->i[1] > c.x->ne[0]) {
+        *out_why = "mode or n_rot outside the rope rules";
+        return SY_E_UNSUPPORTED;
+    }
+    sy_status st = cpu_scratch_reserve(s, (size_t)p->i[1] * sizeof(float));
+    if (st != SY_OK)
+        return st;
+    cpu_pool_run(s->pool, cpu_rope_task, &c, cpu_rows_lanes(s, c.x));
+    return SY_OK;
+}
+
+/* -------------------------------------------------------------- argmax */
+
+typedef struct cpu_argmax_ctx {
+    cpu_state *s;
+    const sy_tensor *x, *y;
+} cpu_argmax_ctx;
+
+/* First maximum of x[lo..hi); NaNs never win. */
+static void cpu_argmax_range(const float *x, int64_t lo, int64_t hi, float *out_value,
+                             int64_t *out_index)
+{
+    float best = -INFINITY;
+    int64_t at = -1;
+    for (int64_t i = lo; i < hi; i++) {
+        if (x[i] > best || (at < 0 && x[i] == best)) {
+            best = x[i];
+            at = i;
+        }
+    }
+    *out_value = best;
+    *out_index = at;
+}
+
+static void cpu_argmax_rows_task(void *arg, uint32_t ith, uint32_t nth)
+{
+    const cpu_argmax_ctx *c = arg;
+    int64_t lo, hi;
+    cpu_split(c->x->ne[1], ith, nth, &lo, &hi);
+    for (int64_t m = lo; m < hi; m++) {
+        float v;
+        int64_t at;
+        cpu_argmax_range((const float *)cpu_row(c->x, m, 0, 0), 0, c->x->ne[0], &v, &at);
+        *(int32_t *)((char *)c->y->data + m * (int64_t)c->y->nb[0]) = (int32_t)(at < 0 ? 0 : at);
+    }
+}
+
+static void cpu_argmax_split_task(void *arg, uint32_t ith, uint32_t nth)
+{
+    const cpu_argmax_ctx *c = arg;
+    int64_t lo, hi;
+    cpu_split(c->x->ne[0], ith, nth, &lo, &hi);
+    cpu_argmax_range((const float *)c->x->data, lo, hi, &c->s->lanes[ith].best_value,
+                     &c->s->lanes[ith].best_index);
+}
+
+sy_status cpu_kernel_argmax(cpu_state *s, const sy_node *node, const char **out_why)
+{
+    cpu_argmax_ctx c = {.s = s, .x = node->inputs[0], .y = node->output};
+    if (!cpu_is_f32_rows(c.x) || c.x->ne[2] != 1 || c.x->ne[3] != 1 ||
+        c.y->dtype != SY_DTYPE_I32 || c.y->ne[0] != c.x->ne[1]) {
+        *out_why = "input is not f32 [N,M] with dense rows";
+        return SY_E_UNSUPPORTED;
+    }
+    const int64_t n = c.x->ne[0], m = c.x->ne[1];
+    uint32_t nth = cpu_lanes_for(s, n * m, CPU_ROWS_MIN_PER_LANE);
+    if (m >= (int64_t)nth || nth == 1) {
+        cpu_pool_run(s->pool, cpu_argmax_rows_task, &c, (int64_t)nth > m ? (uint32_t)m : nth);
+        return SY_OK;
+    }
+    /* Few long rows (decode: one row of vocabulary logits): split each. */
+    for (int64_t row = 0; row < m; row++) {
+        cpu_argmax_ctx rc = c;
+        sy_tensor xr = *c.x;
+        xr.data = cpu_row(c.x, row, 0, 0);
+        xr.ne[1] = 1;
+        rc.x = &xr;
+        cpu_pool_run(s->pool, cpu_argmax_split_task, &rc, nth);
+        float best = -INFINITY;
+        int64_t at = -1;
+        for (uint32_t i = 0; i < nth; i++) {
+            const cpu_lane *l = &s->lanes[i];
+            if (l->best_index >= 0 && (at < 0 || l->best_value > best)) {
+                best = l->best_value;
+                at = l->best_index;
+            }
+        }
+        *(int32_t *)((char *)c.y->data + row * (int64_t)c.y->nb[0]) = (int32_t)(at < 0 ? 0 : at);
+    }
+    (void)n;
+    return SY_OK;
+}
