@@ -423,6 +423,7 @@ static void loader_free_list(char **paths, uint32_t count)
 /* Loads every *.so directly inside |dir|. */
 static sy_status loader_scan_dir(loader_search *s, const char *dir)
 {
+    sy_runtime_log(s->rt, SY_LOG_DEBUG, "looking for plugins in %s", dir);
     char **files;
     uint32_t count;
     sy_status st = loader_list_dir(s->rt, dir, false, &files, &count);

@@ -1,0 +1,357 @@
+/* A minimal, valid plugin for the loader and executor tests: one CPU-kind
+ * device whose buffers are host memory and whose kernels are the host's
+ * reference kernels.  Built several times with different defines:
+ *
+ *   TESTDEV_NAME          plugin and device name (default "testdev")
+ *   TESTDEV_UNIFIED=0     an "opaque" device: no zero-copy import, buffers
+ *                         not mappable, so the core must copy in and out
+ *                         and hand execute() tensors with data == NULL
+ *   TESTDEV_FAIL_ALLOC_AT=N   the Nth buffer_alloc fails (fault injection)
+ *   TESTDEV_FAIL_EXECUTE=1    execute() fails after running the first node
+ *   TESTDEV_FAIL_DESCRIBE=1   describe() fails
+ *   TESTDEV_ABI_MINOR=N   claims ABI 1.N with a table longer than 1.0's
+ *
+ * It logs what it does at debug level through host->log so that tests can
+ * see which buffers the core asked for, and reports leaked buffers at
+ * deinit as an error. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "switchyard/plugin.h"
+
+#ifndef TESTDEV_NAME
+#define TESTDEV_NAME "testdev"
+#endif
+#ifndef TESTDEV_UNIFIED
+#define TESTDEV_UNIFIED 1
+#endif
+#ifndef TESTDEV_FAIL_ALLOC_AT
+#define TESTDEV_FAIL_ALLOC_AT 0
+#endif
+#ifndef TESTDEV_FAIL_EXECUTE
+#define TESTDEV_FAIL_EXECUTE 0
+#endif
+#ifndef TESTDEV_FAIL_DESCRIBE
+#define TESTDEV_FAIL_DESCRIBE 0
+#endif
+#ifndef TESTDEV_ABI_MINOR
+#define TESTDEV_ABI_MINOR SY_PLUGIN_ABI_MINOR
+#endif
+
+typedef struct testdev_state {
+    const sy_host *host;
+    uint32_t alloc_calls; /* buffer_alloc calls so far, for fault injection */
+    int32_t live_buffers;
+} testdev_state;
+
+typedef struct testdev_buffer {
+    void *ptr;
+    uint64_t size;
+    int imported; /* ptr belongs to the caller */
+} testdev_buffer;
+
+static void testdev_logf(testdev_state *s, sy_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void testdev_logf(testdev_state *s, sy_log_level level, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    s->host->log(s->host->ctx, level, msg);
+}
+
+/* Exercises each host service once, so that every test loading this plugin
+ * also checks the table the core hands out. */
+static sy_status testdev_check_host(const sy_host *host, char *why, size_t size)
+{
+    if (host->abi_version != SY_PLUGIN_ABI_VERSION || host->struct_size < sizeof(sy_host)) {
+        snprintf(why, size, "host ABI %#x, struct_size %u", host->abi_version,
+                 host->struct_size);
+        return SY_E_PLUGIN_ABI;
+    }
+    void *p = host->alloc(host->ctx, 100, 64);
+    if (!p || ((uintptr_t)p & 63u) != 0) {
+        snprintf(why, size, "alloc(100, 64) returned %p", p);
+        host->free(host->ctx, p);
+        return SY_E_NO_MEMORY;
+    }
+    memset(p, 0xab, 100);
+    host->free(host->ctx, p);
+    if (host->alloc(host->ctx, 16, 48) != NULL) {
+        snprintf(why, size, "alloc accepted an alignment that is not a power of two");
+        return SY_E_INTERNAL;
+    }
+    const char *name = host->op_name(host->ctx, SY_OP_MATMUL);
+    if (!name || strcmp(name, "matmul") != 0) {
+        snprintf(why, size, "op_name(MATMUL) is '%s'", name ? name : "(null)");
+        return SY_E_INTERNAL;
+    }
+    sy_tensor a = {.dtype = SY_DTYPE_F32, .ne = {8, 1, 1, 1}};
+    sy_tensor_set_contiguous_strides(&a);
+    sy_tensor b = a, out = a;
+    float av[8] = {1, 2, 3, 4, 5, 6, 7, 8}, bv[8] = {8, 7, 6, 5, 4, 3, 2, 1}, ov[8] = {0};
+    a.data = av;
+    b.data = bv;
+    out.data = ov;
+    sy_node add = {.op = SY_OP_ADD, .n_inputs = 2, .inputs = {&a, &b}, .output = &out};
+    uint64_t flops = 0, bytes = 0;
+    host->op_cost(host->ctx, &add, &flops, &bytes);
+    if (flops == 0 || bytes == 0) {
+        snprintf(why, size, "op_cost(add of 8) gave %llu flops, %llu bytes",
+                 (unsigned long long)flops, (unsigned long long)bytes);
+        return SY_E_INTERNAL;
+    }
+    sy_status st = host->reference_execute(host->ctx, &add);
+    if (st != SY_OK || ov[0] != 9.0f || ov[7] != 9.0f) {
+        snprintf(why, size, "reference_execute(add) gave status %d, out[0] %g", (int)st,
+                 (double)ov[0]);
+        return SY_E_INTERNAL;
+    }
+    return SY_OK;
+}
+
+static sy_status testdev_init(const sy_host *host, void **out_state)
+{
+    *out_state = NULL;
+    char why[192] = "";
+    sy_status st = testdev_check_host(host, why, sizeof why);
+    if (st != SY_OK) {
+        host->log(host->ctx, SY_LOG_ERROR, why);
+        return st;
+    }
+    testdev_state *s = host->alloc(host->ctx, sizeof *s, 16);
+    if (!s)
+        return SY_E_NO_MEMORY;
+    memset(s, 0, sizeof *s);
+    s->host = host;
+    testdev_logf(s, SY_LOG_DEBUG, "host services ok");
+    *out_state = s;
+    return SY_OK;
+}
+
+static void testdev_deinit(void *state)
+{
+    testdev_state *s = state;
+    if (s->live_buffers != 0)
+        testdev_logf(s, SY_LOG_ERROR, "%d buffers leaked", (int)s->live_buffers);
+    s->host->free(s->host->ctx, s);
+}
+
+static uint32_t testdev_device_count(void *state)
+{
+    (void)state;
+    return 1;
+}
+
+static sy_status testdev_describe(void *state, uint32_t dev, sy_device_desc *out_desc)
+{
+    (void)state;
+    if (dev != 0 || TESTDEV_FAIL_DESCRIBE)
+        return SY_E_DEVICE;
+    out_desc->kind = SY_DEVICE_CPU;
+    snprintf(out_desc->name, sizeof out_desc->name, "%s", TESTDEV_NAME);
+    snprintf(out_desc->model, sizeof out_desc->model, "fake device for tests");
+    snprintf(out_desc->vendor, sizeof out_desc->vendor, "switchyard tests");
+    out_desc->memory_bytes = (uint64_t)1 << 30;
+    out_desc->unified_memory = TESTDEV_UNIFIED;
+    out_desc->compute_units = 1;
+    return SY_OK;
+}
+
+static bool testdev_supports(void *state, uint32_t dev, const sy_node *node, sy_support *out_why)
+{
+    (void)state;
+    (void)dev;
+    /* One gap on purpose, so that tests can see a refusal travel. */
+    if (node->op == SY_OP_ARGMAX) {
+        out_why->reason = SY_UNSUPPORTED_OP;
+        snprintf(out_why->text, sizeof out_why->text, "%s has no argmax kernel", TESTDEV_NAME);
+        return false;
+    }
+    return true;
+}
+
+static sy_status testdev_buffer_alloc(void *state, uint32_t dev, uint64_t size,
+                                      void **out_buffer)
+{
+    testdev_state *s = state;
+    *out_buffer = NULL;
+    s->alloc_calls++;
+    if (TESTDEV_FAIL_ALLOC_AT != 0 && s->alloc_calls == (uint32_t)TESTDEV_FAIL_ALLOC_AT) {
+        testdev_logf(s, SY_LOG_DEBUG, "alloc %llu refused (fault injection)",
+                     (unsigned long long)size);
+        return SY_E_NO_MEMORY;
+    }
+    testdev_buffer *b = s->host->alloc(s->host->ctx, sizeof *b, 16);
+    if (!b)
+        return SY_E_NO_MEMORY;
+    b->ptr = s->host->alloc(s->host->ctx, (size_t)size, 64);
+    if (!b->ptr) {
+        s->host->free(s->host->ctx, b);
+        return SY_E_NO_MEMORY;
+    }
+    b->size = size;
+    b->imported = 0;
+    s->live_buffers++;
+    testdev_logf(s, SY_LOG_DEBUG, "alloc %llu", (unsigned long long)size);
+    *out_buffer = b;
+    return SY_OK;
+}
+
+static sy_status testdev_buffer_import_host(void *state, uint32_t dev, void *ptr, uint64_t size,
+                                            void **out_buffer)
+{
+    testdev_state *s = state;
+    *out_buffer = NULL;
+    testdev_buffer *b = s->host->alloc(s->host->ctx, sizeof *b, 16);
+    if (!b)
+        return SY_E_NO_MEMORY;
+    b->ptr = ptr;
+    b->size = size;
+    b->imported = 1;
+    s->live_buffers++;
+    testdev_logf(s, SY_LOG_DEBUG, "import %llu", (unsigned long long)size);
+    *out_buffer = b;
+    return SY_OK;
+}
+
+static void testdev_buffer_free(void *state, uint32_t dev, void *buffer)
+{
+    testdev_state *s = state;
+    testdev_buffer *b = buffer;
+    if (!b)
+        return;
+    if (!b->imported)
+        s->host->free(s->host->ctx, b->ptr);
+    s->host->free(s->host->ctx, b);
+    s->live_buffers--;
+}
+
+static void *testdev_buffer_host_ptr(void *state, uint32_t dev, void *buffer)
+{
+    (void)state;
+    return ((testdev_buffer *)buffer)->ptr;
+}
+
+static sy_status testdev_copy_in(void *state, uint32_t dev, void *buffer, uint64_t offset,
+                                 const void *src, uint64_t size)
+{
+    (void)state;
+    testdev_buffer *b = buffer;
+    if (offset > b->size || size > b->size - offset)
+        return SY_E_INVALID_ARG;
+    memcpy((char *)b->ptr + offset, src, (size_t)size);
+    return SY_OK;
+}
+
+static sy_status testdev_copy_out(void *state, uint32_t dev, void *buffer, uint64_t offset,
+                                  void *dst, uint64_t size)
+{
+    (void)state;
+    testdev_buffer *b = buffer;
+    if (offset > b->size || size > b->size - offset)
+        return SY_E_INVALID_ARG;
+    memcpy(dst, (char *)b->ptr + offset, (size_t)size);
+    return SY_OK;
+}
+
+/* Points a copy of |t| at its storage in this device's buffers, which is
+ * how a device that cannot hand the core host pointers reaches its data. */
+static sy_status testdev_resolve(testdev_state *s, const sy_tensor *t, sy_tensor *out)
+{
+    *out = *t;
+    if (!t->buffer) {
+        testdev_logf(s, SY_LOG_ERROR, "tensor '%s' has no buffer", t->name);
+        return SY_E_INVALID_ARG;
+    }
+    if (!TESTDEV_UNIFIED && t->data) {
+        testdev_logf(s, SY_LOG_ERROR, "tensor '%s' has a host pointer on an unmappable device",
+                     t->name);
+        return SY_E_INVALID_ARG;
+    }
+    out->data = (char *)((testdev_buffer *)t->buffer)->ptr + t->offset;
+    return SY_OK;
+}
+
+static sy_status testdev_execute(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n)
+{
+    testdev_state *s = state;
+    testdev_logf(s, SY_LOG_DEBUG, "execute %u nodes", n);
+    for (uint32_t i = 0; i < n; i++) {
+        const sy_node *node = nodes[i];
+        if (sy_op_is_view(node->op))
+            continue;
+        sy_tensor ins[SY_MAX_INPUTS], out;
+        sy_node local = *node;
+        for (uint32_t k = 0; k < node->n_inputs; k++) {
+            sy_status st = testdev_resolve(s, node->inputs[k], &ins[k]);
+            if (st != SY_OK)
+                return st;
+            local.inputs[k] = &ins[k];
+        }
+        sy_status st = testdev_resolve(s, node->output, &out);
+        if (st != SY_OK)
+            return st;
+        local.output = &out;
+        st = s->host->reference_execute(s->host->ctx, &local);
+        if (st != SY_OK)
+            return st;
+        if (TESTDEV_FAIL_EXECUTE) {
+            testdev_logf(s, SY_LOG_ERROR, "node '%s' failed (fault injection)", node->name);
+            return SY_E_DEVICE;
+        }
+    }
+    return SY_OK;
+}
+
+static sy_status testdev_synchronize(void *state, uint32_t dev)
+{
+    (void)state;
+    (void)dev;
+    return SY_OK;
+}
+
+/* A newer minor appends fields; the core must read only the 1.0 part. */
+typedef struct testdev_table {
+    sy_plugin_desc desc;
+#if TESTDEV_ABI_MINOR != SY_PLUGIN_ABI_MINOR
+    void *fields_of_a_later_minor[4];
+#endif
+} testdev_table;
+
+static const testdev_table testdev_table_v = {
+    .desc =
+        {
+            .abi_version = (SY_PLUGIN_ABI_MAJOR << 16) | TESTDEV_ABI_MINOR,
+            .struct_size = sizeof(testdev_table),
+            .name = TESTDEV_NAME,
+            .version = "1.2.3",
+            .vendor = "switchyard tests",
+            .init = testdev_init,
+            .deinit = testdev_deinit,
+            .device_count = testdev_device_count,
+            .describe = testdev_describe,
+            .supports = testdev_supports,
+            .buffer_alloc = testdev_buffer_alloc,
+            .buffer_import_host = TESTDEV_UNIFIED ? testdev_buffer_import_host : NULL,
+            .buffer_free = testdev_buffer_free,
+            .buffer_host_ptr = TESTDEV_UNIFIED ? testdev_buffer_host_ptr : NULL,
+            .copy_in = testdev_copy_in,
+            .copy_out = testdev_copy_out,
+            .execute = testdev_execute,
+            .synchronize = testdev_synchronize,
+        },
+};
+
+SY_PLUGIN_EXPORT const sy_plugin_desc *sy_plugin_query(uint32_t host_abi)
+{
+    if (SY_PLUGIN_ABI_MAJOR_OF(host_abi) != SY_PLUGIN_ABI_MAJOR)
+        return NULL;
+    return &testdev_table_v.desc;
+}
