@@ -12,6 +12,28 @@
 
 #define PLUGIN(file) SY_TEST_PLUGIN_DIR "/" file
 
+/* Under AddressSanitizer, fails a test that leaks.  Each test calls it
+ * last: Criterion ignores both the worker's exit-time leak report and
+ * assertions in a .fini hook. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SY_TEST_LEAK_CHECK 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SY_TEST_LEAK_CHECK 1
+#endif
+#endif
+#ifdef SY_TEST_LEAK_CHECK
+#include <sanitizer/lsan_interface.h>
+static void check_leaks(void)
+{
+    cr_assert_eq(__lsan_do_recoverable_leak_check(), 0, "memory leaked (report on stderr)");
+}
+#else
+static void check_leaks(void)
+{
+}
+#endif
+
 typedef struct log_capture {
     char text[32768];
     size_t len;
@@ -110,6 +132,7 @@ Test(loader, loads_the_good_test_plugin_and_describes_its_device)
     cr_assert_eq(d.memory_bytes, (uint64_t)1 << 30);
     cr_assert_eq(d.unified_memory, 1);
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(loader, hands_the_plugin_working_host_services_and_prefixes_its_log_lines)
@@ -123,11 +146,13 @@ Test(loader, hands_the_plugin_working_host_services_and_prefixes_its_log_lines)
                        cap.text);
     sy_runtime_destroy(rt);
     cr_assert_null(strstr(cap.text, "leaked"), "log:\n%s", cap.text);
+    check_leaks();
 }
 
 Test(loader, refuses_a_plugin_built_for_abi_99)
 {
     assert_refused(PLUGIN("abi99.so"), SY_E_PLUGIN_ABI, "built for ABI 99.0, host is 1.0");
+    check_leaks();
 }
 
 Test(loader, refuses_a_library_without_the_entry_symbol)
@@ -135,12 +160,14 @@ Test(loader, refuses_a_library_without_the_entry_symbol)
     assert_refused(PLUGIN("no_entry.so"), SY_E_PLUGIN_ABI,
                    "no 'sy_plugin_query' symbol: not a Switchyard plugin, or the symbol is not "
                    "exported");
+    check_leaks();
 }
 
 Test(loader, refuses_a_plugin_whose_query_returns_null)
 {
     assert_refused(PLUGIN("query_null.so"), SY_E_PLUGIN_ABI,
                    "sy_plugin_query() returned NULL: the plugin cannot serve a host of ABI 1.0");
+    check_leaks();
 }
 
 Test(loader, refuses_a_table_smaller_than_the_abi_1_0_fields)
@@ -150,12 +177,14 @@ Test(loader, refuses_a_table_smaller_than_the_abi_1_0_fields)
              "descriptor struct_size %zu is smaller than the %zu bytes of ABI 1.0",
              offsetof(sy_plugin_desc, init), sizeof(sy_plugin_desc));
     assert_refused(PLUGIN("small_table.so"), SY_E_PLUGIN_ABI, reason);
+    check_leaks();
 }
 
 Test(loader, refuses_a_plugin_missing_a_required_function)
 {
     assert_refused(PLUGIN("null_execute.so"), SY_E_PLUGIN_ABI,
                    "required function 'execute' is NULL");
+    check_leaks();
 }
 
 Test(loader, refuses_a_plugin_whose_init_fails_and_passes_on_its_log_message)
@@ -166,12 +195,14 @@ Test(loader, refuses_a_plugin_whose_init_fails_and_passes_on_its_log_message)
     cr_assert_not_null(strstr(cap.text, "error: init_fails: no such hardware here\n"), "log:\n%s",
                        cap.text);
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(loader, refuses_a_plugin_whose_describe_fails)
 {
     assert_refused(PLUGIN("fault_describe.so"), SY_E_DEVICE,
                    "describe(device 0) failed: SY_E_DEVICE (device error)");
+    check_leaks();
 }
 
 Test(loader, refuses_a_file_that_is_not_a_shared_object_with_the_dlopen_reason)
@@ -187,6 +218,7 @@ Test(loader, refuses_a_file_that_is_not_a_shared_object_with_the_dlopen_reason)
     cr_assert_not_null(strstr(r.reason, "x.so"), "reason: %s", r.reason);
     cr_assert_gt(strlen(r.reason), strlen(prefix) + strlen(r.path));
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(loader, refuses_a_second_plugin_with_a_name_already_loaded_naming_the_first_file)
@@ -205,6 +237,7 @@ Test(loader, refuses_a_second_plugin_with_a_name_already_loaded_naming_the_first
     cr_assert_str_eq(r.reason, want);
     cr_assert_eq(r.status, SY_E_PLUGIN);
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(loader, accepts_a_newer_minor_abi_and_reads_only_the_fields_it_knows)
@@ -218,6 +251,7 @@ Test(loader, accepts_a_newer_minor_abi_and_reads_only_the_fields_it_knows)
     cr_assert_eq(pi.abi_version, (SY_PLUGIN_ABI_MAJOR << 16) | 5u);
     cr_assert_eq(pi.device_count, 1);
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(loader, loads_a_directory_in_sorted_order_and_refuses_each_broken_file_there)
@@ -248,6 +282,7 @@ Test(loader, loads_a_directory_in_sorted_order_and_refuses_each_broken_file_ther
         cr_assert_gt(strlen(r.reason), 0);
     }
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(loader, loads_the_same_file_once_when_two_path_entries_reach_it)
@@ -258,6 +293,7 @@ Test(loader, loads_the_same_file_once_when_two_path_entries_reach_it)
     cr_assert_eq(sy_runtime_plugin_count(rt), 1);
     cr_assert_eq(sy_runtime_refusal_count(rt), 0, "log:\n%s", cap.text);
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(loader, loads_the_same_file_once_when_a_symlink_also_reaches_it)
@@ -280,6 +316,7 @@ Test(loader, loads_the_same_file_once_when_a_symlink_also_reaches_it)
     sy_runtime_destroy(rt);
     unlink(link);
     rmdir(dir);
+    check_leaks();
 }
 
 Test(loader, skips_path_entries_that_do_not_exist_without_refusing_them)
@@ -289,6 +326,7 @@ Test(loader, skips_path_entries_that_do_not_exist_without_refusing_them)
     cr_assert_eq(sy_runtime_plugin_count(rt), 1);
     cr_assert_eq(sy_runtime_refusal_count(rt), 0, "log:\n%s", cap.text);
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(loader, reads_the_plugin_path_from_the_environment_when_the_options_give_none)
@@ -301,6 +339,7 @@ Test(loader, reads_the_plugin_path_from_the_environment_when_the_options_give_no
     cr_assert_eq(sy_runtime_query_plugin(rt, 0, &pi), SY_OK);
     cr_assert_str_eq(pi.name, "opaquedev");
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(loader, prefers_the_options_plugin_path_over_the_environment)
@@ -313,6 +352,7 @@ Test(loader, prefers_the_options_plugin_path_over_the_environment)
     cr_assert_eq(sy_runtime_query_plugin(rt, 0, &pi), SY_OK);
     cr_assert_str_eq(pi.name, "testdev");
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(loader, searches_nothing_else_with_no_default_paths_and_an_empty_path)
@@ -323,6 +363,7 @@ Test(loader, searches_nothing_else_with_no_default_paths_and_an_empty_path)
     cr_assert_eq(sy_runtime_refusal_count(rt), 0);
     cr_assert_null(strstr(cap.text, "looking for plugins in"), "log:\n%s", cap.text);
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(loader, searches_the_build_tree_before_the_install_dir_when_run_uninstalled)
@@ -351,6 +392,7 @@ Test(loader, searches_the_build_tree_before_the_install_dir_when_run_uninstalled
         cr_assert_eq(strncmp(pi.path, bdir, strlen(bdir)), 0, "%s", pi.path);
     }
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(loader, queries_out_of_range_fail_with_zeroed_results)
@@ -376,6 +418,7 @@ Test(loader, queries_out_of_range_fail_with_zeroed_results)
     cr_assert_eq(sy_runtime_device_count(NULL), 0);
     cr_assert_eq(sy_runtime_refusal_count(NULL), 0);
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(loader, finds_devices_by_name)
@@ -391,4 +434,5 @@ Test(loader, finds_devices_by_name)
     cr_assert_eq(i, 0);
     cr_assert_eq(sy_runtime_find_device(rt, NULL, &i), SY_E_INVALID_ARG);
     sy_runtime_destroy(rt);
+    check_leaks();
 }

@@ -12,6 +12,28 @@
 
 #define PLUGIN(file) SY_TEST_PLUGIN_DIR "/" file
 
+/* Under AddressSanitizer, fails a test that leaks.  Each test calls it
+ * last: Criterion ignores both the worker's exit-time leak report and
+ * assertions in a .fini hook. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SY_TEST_LEAK_CHECK 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SY_TEST_LEAK_CHECK 1
+#endif
+#endif
+#ifdef SY_TEST_LEAK_CHECK
+#include <sanitizer/lsan_interface.h>
+static void check_leaks(void)
+{
+    cr_assert_eq(__lsan_do_recoverable_leak_check(), 0, "memory leaked (report on stderr)");
+}
+#else
+static void check_leaks(void)
+{
+}
+#endif
+
 /* Device indices in the order the test runtime loads them. */
 enum { DEV_TESTDEV, DEV_OPAQUE, DEV_FAULT_ALLOC, DEV_FAULT_EXECUTE };
 
@@ -94,6 +116,7 @@ Test(runtime, options_init_sets_the_struct_size_and_the_warn_level)
     cr_assert_not(o.no_default_paths);
     cr_assert_null(o.log_fn);
     cr_assert_eq(o.log_level, SY_LOG_WARN);
+    check_leaks();
 }
 
 Test(runtime, create_rejects_bad_arguments_and_leaves_the_out_pointer_null)
@@ -109,6 +132,7 @@ Test(runtime, create_rejects_bad_arguments_and_leaves_the_out_pointer_null)
     o.log_level = (sy_log_level)7;
     cr_assert_eq(sy_runtime_create(&o, &rt), SY_E_INVALID_ARG);
     cr_assert_null(rt);
+    check_leaks();
 }
 
 Test(runtime, create_with_null_options_uses_the_defaults)
@@ -121,6 +145,7 @@ Test(runtime, create_with_null_options_uses_the_defaults)
     sy_runtime_destroy(rt);
     sy_runtime_destroy(NULL);
     cr_assert_str_eq(sy_runtime_last_error(NULL), "");
+    check_leaks();
 }
 
 Test(runtime, default_logger_prints_warnings_and_above_to_stderr_with_a_prefix,
@@ -135,6 +160,7 @@ Test(runtime, default_logger_prints_warnings_and_above_to_stderr_with_a_prefix,
     sy_runtime_destroy(rt);
     fflush(stderr);
     cr_assert_stderr_eq_str("switchyard: warn: disk 3 is slow\nswitchyard: error: gone\n");
+    check_leaks();
 }
 
 Test(runtime, switchyard_log_environment_variable_overrides_the_level,
@@ -149,6 +175,7 @@ Test(runtime, switchyard_log_environment_variable_overrides_the_level,
     fflush(stderr);
     const char *err = read_all(cr_get_redirected_stderr());
     cr_assert_not_null(strstr(err, "switchyard: debug: fine detail\n"), "stderr:\n%s", err);
+    check_leaks();
 }
 
 Test(runtime, an_unknown_switchyard_log_value_is_reported_and_ignored,
@@ -161,6 +188,7 @@ Test(runtime, an_unknown_switchyard_log_value_is_reported_and_ignored,
     fflush(stderr);
     cr_assert_stderr_eq_str("switchyard: warn: ignoring SWITCHYARD_LOG='chatty': expected error, "
                             "warn, info or debug\n");
+    check_leaks();
 }
 
 Test(runtime, a_caller_logger_receives_every_level)
@@ -179,6 +207,7 @@ Test(runtime, a_caller_logger_receives_every_level)
     sy_runtime_log(rt, SY_LOG_ERROR, "e");
     cr_assert_str_eq(cap.text, "debug: d1\nerror: e\n");
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(runtime, a_log_message_longer_than_the_stack_buffer_arrives_whole)
@@ -200,6 +229,7 @@ Test(runtime, a_log_message_longer_than_the_stack_buffer_arrives_whole)
     cr_assert_eq(cap.len, strlen("warn: ") + strlen(big) + 2);
     cr_assert_eq(cap.text[cap.len - 2], '!');
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(runtime, topology_is_one_line_with_cores_and_memory)
@@ -217,6 +247,7 @@ Test(runtime, topology_is_one_line_with_cores_and_memory)
     cr_assert_str_eq(tiny, "");
     cr_assert_eq(sy_runtime_query_topology(rt, NULL, 4), SY_E_INVALID_ARG);
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 /* ---------------------------------------------------------- execution */
@@ -287,6 +318,7 @@ Test(execute, runs_a_graph_on_a_unified_device_and_writes_the_output_to_host_dat
     sy_graph_destroy(e.g);
     sy_runtime_destroy(rt);
     cr_assert_null(strstr(cap.text, "leaked"), "log:\n%s", cap.text);
+    check_leaks();
 }
 
 Test(execute, runs_the_same_graph_on_an_opaque_device_by_copying_in_and_out)
@@ -302,6 +334,7 @@ Test(execute, runs_the_same_graph_on_an_opaque_device_by_copying_in_and_out)
     sy_graph_destroy(e.g);
     sy_runtime_destroy(rt);
     cr_assert_null(strstr(cap.text, "leaked"), "log:\n%s", cap.text);
+    check_leaks();
 }
 
 Test(execute, imports_host_leaves_zero_copy_only_where_memory_is_unified)
@@ -323,6 +356,7 @@ Test(execute, imports_host_leaves_zero_copy_only_where_memory_is_unified)
     cr_assert_eq(count_lines(cap.text, "debug: opaquedev: alloc 128\n"), 5, "log:\n%s", cap.text);
     sy_graph_destroy(e.g);
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 /* Runs |g| on |dev| and checks its output |out| (n floats, host data of a
@@ -385,6 +419,7 @@ Test(execute, places_views_on_their_root_storage_and_matches_the_reference_runne
     sy_graph_destroy(g);
     sy_runtime_destroy(rt);
     cr_assert_null(strstr(cap.text, "leaked"), "log:\n%s", cap.text);
+    check_leaks();
 }
 
 Test(execute, writes_kv_cache_updates_back_to_host_memory_on_both_device_kinds)
@@ -425,6 +460,7 @@ Test(execute, writes_kv_cache_updates_back_to_host_memory_on_both_device_kinds)
         sy_graph_destroy(g);
     }
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(execute, starts_leaves_without_host_data_as_zeros)
@@ -453,6 +489,7 @@ Test(execute, starts_leaves_without_host_data_as_zeros)
         sy_graph_destroy(g);
     }
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(execute, refuses_a_node_the_device_cannot_run_naming_the_node_and_the_reason)
@@ -481,6 +518,7 @@ Test(execute, refuses_a_node_the_device_cannot_run_naming_the_node_and_the_reaso
     assert_restored(g);
     sy_graph_destroy(g);
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(execute, device_supports_answers_yes_for_views_and_says_why_not_otherwise)
@@ -501,6 +539,7 @@ Test(execute, device_supports_answers_yes_for_views_and_says_why_not_otherwise)
     cr_assert_str_eq(why.text, "no such device");
     cr_assert_not(sy_runtime_device_supports(rt, DEV_TESTDEV, &pick, NULL));
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(execute, rejects_a_graph_that_is_not_frozen_an_unknown_device_and_no_graph)
@@ -524,6 +563,7 @@ Test(execute, rejects_a_graph_that_is_not_frozen_an_unknown_device_and_no_graph)
                  sy_runtime_last_error(rt));
     sy_graph_destroy(g);
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(execute, rejects_an_output_that_is_not_contiguous_before_running)
@@ -545,6 +585,7 @@ Test(execute, rejects_an_output_that_is_not_contiguous_before_running)
                        sy_runtime_last_error(rt));
     sy_graph_destroy(g);
     sy_runtime_destroy(rt);
+    check_leaks();
 }
 
 Test(execute, frees_everything_when_an_allocation_fails_and_the_next_run_succeeds)
@@ -566,6 +607,7 @@ Test(execute, frees_everything_when_an_allocation_fails_and_the_next_run_succeed
     sy_graph_destroy(e.g);
     sy_runtime_destroy(rt);
     cr_assert_null(strstr(cap.text, "leaked"), "log:\n%s", cap.text);
+    check_leaks();
 }
 
 Test(execute, frees_everything_when_execute_fails)
@@ -584,4 +626,5 @@ Test(execute, frees_everything_when_execute_fails)
     sy_graph_destroy(e.g);
     sy_runtime_destroy(rt);
     cr_assert_null(strstr(cap.text, "leaked"), "log:\n%s", cap.text);
+    check_leaks();
 }
