@@ -96,10 +96,10 @@ static sy_runtime *bare_runtime(void)
     return rt;
 }
 
-static char *read_all(FILE *f)
+/* Reads what is left of |f| into |buf|, terminated. */
+static const char *read_all(FILE *f, char *buf, size_t size)
 {
-    static char buf[8192];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    size_t n = fread(buf, 1, size - 1, f);
     buf[n] = '\0';
     return buf;
 }
@@ -173,7 +173,8 @@ Test(runtime, switchyard_log_environment_variable_overrides_the_level,
     sy_runtime_log(rt, SY_LOG_DEBUG, "fine detail");
     sy_runtime_destroy(rt);
     fflush(stderr);
-    const char *err = read_all(cr_get_redirected_stderr());
+    char buf[8192];
+    const char *err = read_all(cr_get_redirected_stderr(), buf, sizeof buf);
     cr_assert_not_null(strstr(err, "switchyard: debug: fine detail\n"), "stderr:\n%s", err);
     check_leaks();
 }
