@@ -127,7 +127,7 @@ static uint32_t cpu_thread_count(cpu_state *s)
             n = (uint32_t)v;
         else
             cpu_log(s, SY_LOG_WARN,
-                    "cpu: ignoring SWITCHYARD_THREADS='%s' (want 1..%d); using %u threads", env,
+                    "ignoring SWITCHYARD_THREADS='%s' (want 1..%d); using %u threads", env,
                     CPU_MAX_THREADS, n);
     }
     return n > CPU_MAX_THREADS ? CPU_MAX_THREADS : n;
@@ -179,13 +179,13 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
         s->topo = NULL;
     }
     if (!s->topo)
-        cpu_log(s, SY_LOG_WARN, "cpu: hwloc could not load the topology; threads stay unpinned");
+        cpu_log(s, SY_LOG_WARN, "hwloc could not load the topology; threads stay unpinned");
 
     cpu_isa_detect(&s->features);
     const char *isa_request = getenv("SWITCHYARD_CPU_ISA");
     st = cpu_isa_select(&s->features, isa_request, &s->isa);
     if (st != SY_OK)
-        cpu_log(s, SY_LOG_WARN, "cpu: SWITCHYARD_CPU_ISA='%s' is %s here; using the %s kernels",
+        cpu_log(s, SY_LOG_WARN, "SWITCHYARD_CPU_ISA='%s' is %s here; using the %s kernels",
                 isa_request, st == SY_E_UNSUPPORTED ? "not available" : "unknown", s->isa->name);
 
     s->n_threads = cpu_thread_count(s);

@@ -126,21 +126,21 @@ sy_status cpu_device_execute(void *state, uint32_t dev, sy_node *const *nodes, u
             continue;
         sy_status st = cpu_prepare_node(node);
         if (st != SY_OK) {
-            cpu_log(s, SY_LOG_ERROR, "cpu: node '%s' (%s) has a tensor without host memory",
+            cpu_log(s, SY_LOG_ERROR, "node '%s' (%s) has a tensor without host memory",
                     node->name, cpu_op_name(s, node->op));
             return st;
         }
         const char *why = "unknown";
         st = cpu_kernel_run(s, node, &why);
         if (st == SY_E_UNSUPPORTED) {
-            cpu_log(s, SY_LOG_DEBUG, "cpu: node '%s' (%s) runs the reference kernel: %s",
+            cpu_log(s, SY_LOG_DEBUG, "node '%s' (%s) runs the reference kernel: %s",
                     node->name, cpu_op_name(s, node->op), why);
             if (!s->host->reference_execute)
                 return SY_E_UNSUPPORTED;
             st = s->host->reference_execute(s->host->ctx, node);
         }
         if (st != SY_OK) {
-            cpu_log(s, SY_LOG_ERROR, "cpu: node '%s' (%s) failed: %s", node->name,
+            cpu_log(s, SY_LOG_ERROR, "node '%s' (%s) failed: %s", node->name,
                     cpu_op_name(s, node->op), cpu_status_name(st));
             return st;
         }

@@ -99,7 +99,8 @@ static bool cpu_can_store(uint32_t dtype)
 
 typedef struct cpu_kv_write_ctx {
     const cpu_state *s;
-    const sy_tensor *cache, *rows;
+    const sy_tensor *cache; /* the node's output: the cache's alias */
+    const sy_tensor *rows;
     int64_t start;
 } cpu_kv_write_ctx;
 
@@ -118,11 +119,13 @@ static void cpu_kv_write_task(void *arg, uint32_t ith, uint32_t nth)
 
 sy_status cpu_kernel_kv_write(cpu_state *s, const sy_node *node, const char **out_why)
 {
-    cpu_kv_write_ctx c = {.s = s, .cache = node->inputs[0], .rows = node->inputs[1],
+    /* Rows are written through the output, which aliases the cache from
+     * its row 0 with the cache's dtype and strides (as the reference does). */
+    cpu_kv_write_ctx c = {.s = s, .cache = node->output, .rows = node->inputs[1],
                           .start = node->params.i[0]};
     const uint32_t ct = c.cache->dtype;
     if ((ct != SY_DTYPE_F32 && ct != SY_DTYPE_F16 && ct != SY_DTYPE_Q8_0 && ct != SY_DTYPE_Q4_0) ||
-        !cpu_rows_dense(c.cache) || !cpu_is_f32_rows(c.rows)) {
+        ct != node->inputs[0]->dtype || !cpu_rows_dense(c.cache) || !cpu_is_f32_rows(c.rows)) {
         *out_why = "cache not f32/f16/q8_0/q4_0 or rows not dense";
         return SY_E_UNSUPPORTED;
     }

@@ -28,7 +28,9 @@ static void cpu_rms_norm_task(void *arg, uint32_t ith, uint32_t nth)
         const float *x = (const float *)cpu_row_flat(c->x, r);
         float *y = (float *)cpu_row_flat(c->y, r);
         const float ss = c->s->isa->dot_f32(x, x, n);
-        const float k = (float)(1.0 / sqrt((double)ss / (double)n + (double)eps));
+        /* An all-zero row with eps = 0 scales by zero, as the reference. */
+        const double ms = (double)ss / (double)n + (double)eps;
+        const float k = ms > 0.0 ? (float)(1.0 / sqrt(ms)) : 0.0f;
         for (int64_t i = 0; i < n; i++)
             y[i] = x[i] * k;
     }
@@ -92,6 +94,11 @@ static void cpu_softmax_task(void *arg, uint32_t ith, uint32_t nth)
         for (int64_t j = j0; j < j1; j++)
             if (x[j] * scale > max)
                 max = x[j] * scale;
+        if (max == -INFINITY) {
+            /* Every score is -inf: no distribution, zeros as the reference. */
+            memset(y, 0, (size_t)n * sizeof(float));
+            continue;
+        }
         double sum = 0.0;
         for (int64_t j = j0; j < j1; j++) {
             const float e = expf(x[j] * scale - max);

@@ -93,7 +93,7 @@ static void *cpu_worker_main(void *arg)
     cpu_pool *pool = w->pool;
     if (w->cpuset && hwloc_set_cpubind(pool->topo, w->cpuset, HWLOC_CPUBIND_THREAD) != 0) {
         char msg[96];
-        snprintf(msg, sizeof msg, "cpu: could not pin worker %u to its core; running unpinned",
+        snprintf(msg, sizeof msg, "could not pin worker %u to its core; running unpinned",
                  w->index);
         cpu_pool_log(pool, SY_LOG_DEBUG, msg);
     }
