@@ -12,6 +12,11 @@ typedef struct sy_cli_command {
 
 int sy_cli_devices(int argc, char **argv);
 int sy_cli_demo(int argc, char **argv);
+int sy_cli_run(int argc, char **argv);
+int sy_cli_synth(int argc, char **argv);
+
+/* The model `run` uses without -m: what tools/fetch-models.sh fetches. */
+#define SY_CLI_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 /* Creates a runtime with the CLI's defaults, printing the error on failure. */
 sy_runtime *sy_cli_runtime(void);

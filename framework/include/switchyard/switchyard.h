@@ -185,6 +185,123 @@ sy_status sy_runtime_execute_on(sy_runtime *rt, sy_graph *g, uint32_t dev);
 /* Hwloc topology summary of this machine, one line. */
 sy_status sy_runtime_query_topology(const sy_runtime *rt, char *out_text, size_t size);
 
+/* ------------------------------------------------------------ models */
+
+typedef struct sy_model sy_model;
+typedef struct sy_session sy_session;
+
+typedef struct sy_model_info {
+    const char *arch;       /* "llama", "qwen2", "gemma3" */
+    const char *name;       /* general.name, or the file name */
+    uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_vocab, n_ctx_train;
+    uint64_t n_params;      /* elements over all weight tensors */
+    uint64_t weight_bytes;  /* bytes of all weight tensors as stored */
+    uint64_t file_bytes;
+    double load_ms;         /* time sy_model_open() took */
+} sy_model_info;
+
+/* Opens the GGUF model at |path|: maps it (zero copy), reads the
+ * architecture's hyperparameters, checks every tensor the architecture
+ * needs (name, dtype, shape) and builds the tokenizer.  Errors name the
+ * file and the field (sy_runtime_last_error(rt)).
+ * Ownership: caller owns *out_model; free with sy_model_close().
+ * Borrowed: |rt| must outlive the model.
+ * Thread-safety: a model may be shared by sessions used from one thread. */
+sy_status sy_model_open(sy_runtime *rt, const char *path, sy_model **out_model);
+void sy_model_close(sy_model *m);
+sy_status sy_model_query_info(const sy_model *m, sy_model_info *out_info);
+
+/* Converts |text| (|len| bytes) to token ids.  |add_special| adds BOS/EOS
+ * as the model asks; |parse_special| turns special-token text
+ * ("<|im_start|>") into its id.  SY_E_LIMIT when |cap| is too small, with
+ * *out_n set to the count needed. */
+sy_status sy_model_tokenize(const sy_model *m, const char *text, size_t len, bool add_special,
+                            bool parse_special, int32_t *out_ids, uint32_t cap, uint32_t *out_n);
+
+/* Converts ids back to text (UTF-8 bytes, not NUL-terminated when |cap|
+ * is exactly the length).  SY_E_LIMIT when |cap| is too small, with
+ * *out_len set to the bytes needed. */
+sy_status sy_model_detokenize(const sy_model *m, const int32_t *ids, uint32_t n, char *out,
+                              size_t cap, size_t *out_len);
+
+/* Formats one user message (and an optional |system| message, may be
+ * NULL) in the model's chat template with the assistant prompt appended.
+ * SY_E_LIMIT when |cap| is too small, with *out_len set to the need. */
+sy_status sy_model_format_chat(const sy_model *m, const char *system, const char *user,
+                               char *out, size_t cap, size_t *out_len);
+
+/* True when |token| ends a turn or the text (EOS, EOT, <|im_end|>, ...). */
+bool sy_model_is_end_token(const sy_model *m, int32_t token);
+
+typedef struct sy_session_options {
+    uint32_t struct_size;  /* sizeof(sy_session_options) */
+    uint32_t n_ctx;        /* context length in tokens; 0: min(4096, trained context) */
+    sy_dtype kv_type;      /* SY_DTYPE_F16 (default) or SY_DTYPE_F32 */
+    const char *device;    /* device name ("cpu"); NULL: the first CPU device */
+    uint32_t n_batch;      /* prompt tokens per prefill step; 0: 512 */
+} sy_session_options;
+
+void sy_session_options_init(sy_session_options *opts);
+
+/* Creates a conversation on |m|: its own KV cache and position, sharing
+ * the model's weights.  |opts| may be NULL.
+ * Ownership: caller owns *out_session; free with sy_session_destroy().
+ * Borrowed: |m| must outlive the session. */
+sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_session **out_session);
+void sy_session_destroy(sy_session *s);
+const char *sy_session_last_error(const sy_session *s);
+
+/* Forgets the context (the KV cache is reused). */
+void sy_session_reset(sy_session *s);
+uint32_t sy_session_n_past(const sy_session *s);
+
+/* Appends |n| tokens to the context and computes their logits: for every
+ * one of them into |out_logits| (n * n_vocab floats) when |all_logits|,
+ * else for the last one only (n_vocab floats).  |out_logits| may be NULL.
+ * SY_E_LIMIT, naming both sizes, when the context would overflow. */
+sy_status sy_session_eval(sy_session *s, const int32_t *tokens, uint32_t n, bool all_logits,
+                          float *out_logits);
+
+typedef struct sy_generate_params {
+    uint32_t struct_size;  /* sizeof(sy_generate_params) */
+    uint32_t n_predict;    /* tokens to generate at most; 0: until an end token or the context is full */
+    float temperature;     /* 0: greedy */
+    uint32_t top_k;        /* 0: off */
+    float top_p;           /* 1: off */
+    float min_p;           /* 0: off */
+    float repeat_penalty;  /* 1: off */
+    uint32_t repeat_last_n;
+    uint64_t seed;
+    bool truncate_prompt;  /* keep the prompt's last tokens when it does not fit (else SY_E_LIMIT) */
+} sy_generate_params;
+
+void sy_generate_params_init(sy_generate_params *params);
+
+/* Receives each generated token and its text as soon as it is sampled.
+ * Return false to stop generating. */
+typedef bool (*sy_token_fn)(void *user, int32_t token, const char *text, size_t len);
+
+/* Evaluates |prompt| (token ids) and generates up to params->n_predict
+ * tokens, calling |on_token| for each; stops at an end token. */
+sy_status sy_session_generate(sy_session *s, const int32_t *prompt, uint32_t n_prompt,
+                              const sy_generate_params *params, sy_token_fn on_token, void *user);
+
+typedef struct sy_metrics {
+    double load_ms;            /* model open */
+    double ttft_ms;            /* generate start to the first sampled token */
+    double prefill_ms;
+    uint32_t prefill_tokens;
+    double decode_ms;
+    uint32_t decode_tokens;
+    double prefill_tok_s;
+    double decode_tok_s;
+    uint64_t peak_rss_bytes;   /* process peak resident set */
+    uint64_t kv_bytes;         /* this session's KV cache */
+} sy_metrics;
+
+/* Metrics of the last sy_session_generate(). */
+sy_status sy_session_query_metrics(const sy_session *s, sy_metrics *out_metrics);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,204 @@
+/* switchyard run: generate text from a prompt, streaming tokens, then
+ * print the metrics. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static bool print_token(void *user, int32_t token, const char *text, size_t len)
+{
+    (void)user;
+    (void)token;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    return true;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: switchyard run [-m MODEL] [-p PROMPT] [-n N] [--chat] [--system TEXT]\n"
+            "                      [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+            "                      [--repeat-penalty R] [--seed S] [--ctx N] [--kv-type f16|f32]\n"
+            "                      [--device NAME] [--truncate]\n"
+            "Generates up to N tokens (default 128) after PROMPT, streaming them, then prints\n"
+            "load time, TTFT, prefill and decode tokens/s and peak RSS.  Without -m it uses\n"
+            "the default model %s (fetch it with tools/fetch-models.sh).\n",
+            SY_CLI_DEFAULT_MODEL);
+}
+
+/* Parses a number option, printing an error when it is not one. */
+static bool parse_num(const char *opt, const char *val, double lo, double hi, double *out)
+{
+    char *end = NULL;
+    double v = val ? strtod(val, &end) : 0;
+    if (!val || end == val || *end || v < lo || v > hi) {
+        fprintf(stderr, "switchyard run: %s needs a number in [%g, %g], got '%s'\n", opt, lo, hi,
+                val ? val : "");
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+int sy_cli_run(int argc, char **argv)
+{
+    const char *model = SY_CLI_DEFAULT_MODEL, *prompt = "The capital of France is";
+    const char *system = NULL, *device = NULL;
+    bool chat = false;
+    sy_generate_params gp;
+    sy_generate_params_init(&gp);
+    sy_session_options so;
+    sy_session_options_init(&so);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        double num = 0;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (strcmp(a, "--chat") == 0) {
+            chat = true;
+        } else if (strcmp(a, "--truncate") == 0) {
+            gp.truncate_prompt = true;
+        } else if (!v) {
+            fprintf(stderr, "switchyard run: unknown option or missing value: '%s'\n", a);
+            return 2;
+        } else if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
+            model = v, i++;
+        } else if (strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0) {
+            prompt = v, i++;
+        } else if (strcmp(a, "--system") == 0) {
+            system = v, i++;
+        } else if (strcmp(a, "--device") == 0 || strcmp(a, "--devices") == 0) {
+            device = v, i++;
+        } else if (strcmp(a, "--kv-type") == 0) {
+            i++;
+            if (strcmp(v, "f16") == 0)
+                so.kv_type = SY_DTYPE_F16;
+            else if (strcmp(v, "f32") == 0)
+                so.kv_type = SY_DTYPE_F32;
+            else {
+                fprintf(stderr, "switchyard run: --kv-type must be f16 or f32\n");
+                return 2;
+            }
+        } else {
+            i++;
+            if (strcmp(a, "-n") == 0 || strcmp(a, "--n-predict") == 0) {
+                if (!parse_num(a, v, 1, 1e7, &num))
+                    return 2;
+                gp.n_predict = (uint32_t)num;
+            } else if (strcmp(a, "--temp") == 0) {
+                if (!parse_num(a, v, 0, 100, &num))
+                    return 2;
+                gp.temperature = (float)num;
+            } else if (strcmp(a, "--top-k") == 0) {
+                if (!parse_num(a, v, 0, 1e9, &num))
+                    return 2;
+                gp.top_k = (uint32_t)num;
+            } else if (strcmp(a, "--top-p") == 0) {
+                if (!parse_num(a, v, 0, 1, &num))
+                    return 2;
+                gp.top_p = (float)num;
+            } else if (strcmp(a, "--min-p") == 0) {
+                if (!parse_num(a, v, 0, 1, &num))
+                    return 2;
+                gp.min_p = (float)num;
+            } else if (strcmp(a, "--repeat-penalty") == 0) {
+                if (!parse_num(a, v, 0, 100, &num))
+                    return 2;
+                gp.repeat_penalty = (float)num;
+            } else if (strcmp(a, "--seed") == 0) {
+                if (!parse_num(a, v, 0, 1.8e19, &num))
+                    return 2;
+                gp.seed = (uint64_t)num;
+            } else if (strcmp(a, "--ctx") == 0) {
+                if (!parse_num(a, v, 1, 1 << 24, &num))
+                    return 2;
+                so.n_ctx = (uint32_t)num;
+            } else {
+                fprintf(stderr, "switchyard run: unknown option '%s'\n", a);
+                return 2;
+            }
+        }
+    }
+    so.device = device;
+
+    sy_runtime *rt = sy_cli_runtime();
+    if (!rt)
+        return 1;
+    int rc = 1;
+    sy_model *m = NULL;
+    sy_session *s = NULL;
+    char *text = NULL;
+    int32_t *ids = NULL;
+    sy_status st = sy_model_open(rt, model, &m);
+    if (st != SY_OK) {
+        fprintf(stderr, "switchyard run: %s\n", sy_runtime_last_error(rt));
+        goto out_rt;
+    }
+    st = sy_session_create(m, &so, &s);
+    if (st != SY_OK) {
+        fprintf(stderr, "switchyard run: %s\n", sy_runtime_last_error(rt));
+        goto out_model;
+    }
+    const char *input = prompt;
+    if (chat) {
+        size_t need = 0;
+        st = sy_model_format_chat(m, system, prompt, NULL, 0, &need);
+        if (st == SY_E_LIMIT) {
+            text = malloc(need + 1);
+            st = text ? sy_model_format_chat(m, system, prompt, text, need + 1, &need)
+                      : SY_E_NO_MEMORY;
+        }
+        if (st != SY_OK) {
+            fprintf(stderr, "switchyard run: formatting the chat prompt: %s\n",
+                    sy_status_str(st));
+            goto out_session;
+        }
+        input = text;
+    }
+    uint32_t n = 0;
+    st = sy_model_tokenize(m, input, strlen(input), true, chat, NULL, 0, &n);
+    if (st == SY_E_LIMIT || st == SY_OK) {
+        ids = malloc((n ? n : 1) * sizeof *ids);
+        st = ids ? sy_model_tokenize(m, input, strlen(input), true, chat, ids, n, &n)
+                 : SY_E_NO_MEMORY;
+    }
+    if (st != SY_OK || n == 0) {
+        fprintf(stderr, "switchyard run: tokenizing the prompt: %s\n",
+                st != SY_OK ? sy_runtime_last_error(rt) : "it gave no tokens");
+        goto out_session;
+    }
+    if (!chat) {
+        fputs(prompt, stdout);
+        fflush(stdout);
+    }
+    st = sy_session_generate(s, ids, n, &gp, print_token, NULL);
+    printf("\n");
+    if (st != SY_OK) {
+        fprintf(stderr, "switchyard run: %s\n", sy_session_last_error(s));
+        goto out_session;
+    }
+    sy_metrics mt;
+    sy_session_query_metrics(s, &mt);
+    sy_model_info info;
+    sy_model_query_info(m, &info);
+    fprintf(stderr,
+            "\n[%s, %s, %u layers] load %.1f ms | TTFT %.1f ms | prefill %u tok, %.1f tok/s | "
+            "decode %u tok, %.1f tok/s | peak RSS %.1f MiB (weights %.1f MiB, KV %.1f MiB)\n",
+            info.name, info.arch, info.n_layer, mt.load_ms, mt.ttft_ms, mt.prefill_tokens,
+            mt.prefill_tok_s, mt.decode_tokens, mt.decode_tok_s,
+            (double)mt.peak_rss_bytes / (1 << 20), (double)info.weight_bytes / (1 << 20),
+            (double)mt.kv_bytes / (1 << 20));
+    rc = 0;
+out_session:
+    free(ids);
+    free(text);
+    sy_session_destroy(s);
+out_model:
+    sy_model_close(m);
+out_rt:
+    sy_runtime_destroy(rt);
+    return rc;
+}
