@@ -225,8 +225,10 @@ static sy_status exec_copy_back(exec_run *run)
         if (!host || !t->buffer)
             continue;
         bool wanted = sy_graph_is_output(run->g, t) || (!t->view_src && run->slots[i].written);
-        /* Zero-copy storage already is the host data. */
-        if (!wanted || t->data == host)
+        /* Zero-copy storage already is the host data (even when the
+         * device does not map it for us, so that t->data is NULL). */
+        bool in_place = t->data == host || (!t->view_src && run->slots[i].imported);
+        if (!wanted || in_place)
             continue;
         uint64_t size = sy_tensor_nbytes(t);
         sy_status st = p->desc.copy_out(p->state, run->dev->index, t->buffer, t->offset, host, size);

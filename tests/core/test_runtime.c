@@ -1,7 +1,8 @@
 /* Runtime: options, logging, queries, topology, and the single-device
  * executor run against the fake devices of tests/core/broken_plugins
  * (testdev: unified memory with zero-copy import; opaquedev: buffers the
- * host cannot map; fault_alloc / fault_execute: injected failures). */
+ * host cannot map; fault_alloc / fault_execute: injected failures;
+ * unmapped: zero-copy import but no host pointers). */
 #include <criterion/criterion.h>
 #include <criterion/redirect.h>
 #include <stdio.h>
@@ -35,7 +36,7 @@ static void check_leaks(void)
 #endif
 
 /* Device indices in the order the test runtime loads them. */
-enum { DEV_TESTDEV, DEV_OPAQUE, DEV_FAULT_ALLOC, DEV_FAULT_EXECUTE };
+enum { DEV_TESTDEV, DEV_OPAQUE, DEV_FAULT_ALLOC, DEV_FAULT_EXECUTE, DEV_UNMAPPED, DEV_COUNT };
 
 typedef struct log_capture {
     char text[32768];
@@ -68,19 +69,19 @@ static unsigned count_lines(const char *text, const char *line)
     return n;
 }
 
-/* A runtime with the four fake devices, logging into |cap|. */
+/* A runtime with the fake devices, logging into |cap|. */
 static sy_runtime *fake_runtime(log_capture *cap)
 {
     sy_runtime_options o;
     sy_runtime_options_init(&o);
     o.plugin_path = PLUGIN("testdev.so") ":" PLUGIN("opaquedev.so") ":" PLUGIN(
-        "fault_alloc.so") ":" PLUGIN("fault_execute.so");
+        "fault_alloc.so") ":" PLUGIN("fault_execute.so") ":" PLUGIN("unmapped.so");
     o.no_default_paths = true;
     o.log_fn = capture_log;
     o.log_user = cap;
     sy_runtime *rt = NULL;
     cr_assert_eq(sy_runtime_create(&o, &rt), SY_OK);
-    cr_assert_eq(sy_runtime_device_count(rt), 4, "log:\n%s", cap->text);
+    cr_assert_eq(sy_runtime_device_count(rt), DEV_COUNT, "log:\n%s", cap->text);
     return rt;
 }
 
@@ -423,11 +424,13 @@ Test(execute, places_views_on_their_root_storage_and_matches_the_reference_runne
     check_leaks();
 }
 
-Test(execute, writes_kv_cache_updates_back_to_host_memory_on_both_device_kinds)
+Test(execute, writes_kv_cache_updates_back_to_host_memory_on_every_device_kind)
 {
     log_capture cap = {0};
     sy_runtime *rt = fake_runtime(&cap);
-    for (uint32_t dev = DEV_TESTDEV; dev <= DEV_OPAQUE; dev++) {
+    static const uint32_t devs[] = {DEV_TESTDEV, DEV_OPAQUE, DEV_UNMAPPED};
+    for (size_t k = 0; k < sizeof devs / sizeof devs[0]; k++) {
+        uint32_t dev = devs[k];
         float cache[4 * 2 * 3] = {0}, rows[4 * 2], out[4 * 2 * 2];
         for (int i = 0; i < 8; i++)
             rows[i] = (float)(i + 1);
@@ -449,7 +452,14 @@ Test(execute, writes_kv_cache_updates_back_to_host_memory_on_both_device_kinds)
         cr_assert_eq(sy_graph_mark_output(g, s), SY_OK);
         cr_assert_eq(sy_graph_set_host_data(g, s, out), SY_OK);
         cr_assert_eq(sy_graph_freeze(g), SY_OK, "%s", sy_graph_last_error(g));
+        clear_log(&cap);
         cr_assert_eq(sy_runtime_execute_on(rt, g, dev), SY_OK, "%s", sy_runtime_last_error(rt));
+        /* The cache (96 bytes) comes back by copy only from the device
+         * that could not import it; the output (64 bytes) always does. */
+        cr_assert_eq(count_lines(cap.text, ": copy_out 96\n"), dev == DEV_OPAQUE ? 1 : 0,
+                     "device %u, log:\n%s", dev, cap.text);
+        cr_assert_eq(count_lines(cap.text, ": copy_out 64\n"), 1, "device %u, log:\n%s", dev,
+                     cap.text);
         /* Position 1 of the cache now holds the rows; 0 and 2 stay zero. */
         for (int i = 0; i < 8; i++) {
             cr_assert_eq(cache[i], 0.0f, "device %u: cache[%d]", dev, i);
@@ -556,7 +566,7 @@ Test(execute, rejects_a_graph_that_is_not_frozen_an_unknown_device_and_no_graph)
     cr_assert_not_null(strstr(sy_runtime_last_error(rt), "not frozen"));
     cr_assert_eq(sy_graph_freeze(g), SY_OK);
     cr_assert_eq(sy_runtime_execute_on(rt, g, 42), SY_E_NOT_FOUND);
-    cr_assert_str_eq(sy_runtime_last_error(rt), "execute_on: no device 42 (the runtime has 4)");
+    cr_assert_str_eq(sy_runtime_last_error(rt), "execute_on: no device 42 (the runtime has 5)");
     cr_assert_eq(sy_runtime_execute_on(rt, NULL, DEV_TESTDEV), SY_E_INVALID_ARG);
     cr_assert_eq(sy_runtime_execute_on(NULL, g, DEV_TESTDEV), SY_E_INVALID_ARG);
     /* A graph of leaves only has nothing to run, which is not an error. */

@@ -6,6 +6,9 @@
  *   TESTDEV_UNIFIED=0     an "opaque" device: no zero-copy import, buffers
  *                         not mappable, so the core must copy in and out
  *                         and hand execute() tensors with data == NULL
+ *   TESTDEV_HOST_PTR=0    unified and importing, but without
+ *                         buffer_host_ptr: imported storage is the host data
+ *                         even though the core gets no pointer to it
  *   TESTDEV_FAIL_ALLOC_AT=N   the Nth buffer_alloc fails (fault injection)
  *   TESTDEV_FAIL_EXECUTE=1    execute() fails after running the first node
  *   TESTDEV_FAIL_DESCRIBE=1   describe() fails
@@ -27,6 +30,9 @@
 #endif
 #ifndef TESTDEV_UNIFIED
 #define TESTDEV_UNIFIED 1
+#endif
+#ifndef TESTDEV_HOST_PTR
+#define TESTDEV_HOST_PTR TESTDEV_UNIFIED
 #endif
 #ifndef TESTDEV_FAIL_ALLOC_AT
 #define TESTDEV_FAIL_ALLOC_AT 0
@@ -242,10 +248,11 @@ static void *testdev_buffer_host_ptr(void *state, uint32_t dev, void *buffer)
 static sy_status testdev_copy_in(void *state, uint32_t dev, void *buffer, uint64_t offset,
                                  const void *src, uint64_t size)
 {
-    (void)state;
+    testdev_state *s = state;
     testdev_buffer *b = buffer;
     if (offset > b->size || size > b->size - offset)
         return SY_E_INVALID_ARG;
+    testdev_logf(s, SY_LOG_DEBUG, "copy_in %llu", (unsigned long long)size);
     memcpy((char *)b->ptr + offset, src, (size_t)size);
     return SY_OK;
 }
@@ -253,10 +260,11 @@ static sy_status testdev_copy_in(void *state, uint32_t dev, void *buffer, uint64
 static sy_status testdev_copy_out(void *state, uint32_t dev, void *buffer, uint64_t offset,
                                   void *dst, uint64_t size)
 {
-    (void)state;
+    testdev_state *s = state;
     testdev_buffer *b = buffer;
     if (offset > b->size || size > b->size - offset)
         return SY_E_INVALID_ARG;
+    testdev_logf(s, SY_LOG_DEBUG, "copy_out %llu", (unsigned long long)size);
     memcpy(dst, (char *)b->ptr + offset, (size_t)size);
     return SY_OK;
 }
@@ -270,7 +278,7 @@ static sy_status testdev_resolve(testdev_state *s, const sy_tensor *t, sy_tensor
         testdev_logf(s, SY_LOG_ERROR, "tensor '%s' has no buffer", t->name);
         return SY_E_INVALID_ARG;
     }
-    if (!TESTDEV_UNIFIED && t->data) {
+    if (!TESTDEV_HOST_PTR && t->data) {
         testdev_logf(s, SY_LOG_ERROR, "tensor '%s' has a host pointer on an unmappable device",
                      t->name);
         return SY_E_INVALID_ARG;
@@ -341,7 +349,7 @@ static const testdev_table testdev_table_v = {
             .buffer_alloc = testdev_buffer_alloc,
             .buffer_import_host = TESTDEV_UNIFIED ? testdev_buffer_import_host : NULL,
             .buffer_free = testdev_buffer_free,
-            .buffer_host_ptr = TESTDEV_UNIFIED ? testdev_buffer_host_ptr : NULL,
+            .buffer_host_ptr = TESTDEV_HOST_PTR ? testdev_buffer_host_ptr : NULL,
             .copy_in = testdev_copy_in,
             .copy_out = testdev_copy_out,
             .execute = testdev_execute,
