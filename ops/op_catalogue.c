@@ -94,17 +94,17 @@ static const char *const input_role[SY_OP_COUNT][SY_MAX_INPUTS] = {
 
 /* Name of input |i| in messages: the role where the op has named inputs,
  * else "in0", "in1". */
-static const char *in_name(sy_op op, uint32_t i, char buf[8])
+static const char *in_name(sy_op op, uint32_t i, char buf[16])
 {
     if (input_role[op][i] != NULL)
         return input_role[op][i];
-    snprintf(buf, 8, "in%u", i);
+    snprintf(buf, 16, "in%u", i);
     return buf;
 }
 
 static sy_status check_input(sy_op op, uint32_t i, const sy_tensor *t, char *err, size_t err_size)
 {
-    char nm[8];
+    char nm[16];
     const char *name = in_name(op, i, nm);
     if (t == NULL)
         return sy__op_fail(err, err_size, SY_E_INVALID_ARG, op, "%s is NULL", name);
@@ -136,7 +136,7 @@ static sy_status check_input(sy_op op, uint32_t i, const sy_tensor *t, char *err
 static sy_status want_dtype(sy_op op, uint32_t i, const sy_tensor *t, uint32_t dtype, char *err,
                             size_t err_size)
 {
-    char nm[8];
+    char nm[16];
     if (t->dtype == dtype)
         return SY_OK;
     return sy__op_fail(err, err_size, SY_E_DTYPE, op, "%s must be %s, got %s", in_name(op, i, nm),
@@ -145,7 +145,7 @@ static sy_status want_dtype(sy_op op, uint32_t i, const sy_tensor *t, uint32_t d
 
 static sy_status want_f32_or_f16(sy_op op, uint32_t i, const sy_tensor *t, char *err, size_t err_size)
 {
-    char nm[8];
+    char nm[16];
     if (t->dtype == SY_DTYPE_F32 || t->dtype == SY_DTYPE_F16)
         return SY_OK;
     return sy__op_fail(err, err_size, SY_E_DTYPE, op, "%s must be f32 or f16, got %s",
@@ -156,7 +156,7 @@ static sy_status want_f32_or_f16(sy_op op, uint32_t i, const sy_tensor *t, char 
 static sy_status want_max_dims(sy_op op, uint32_t i, const sy_tensor *t, uint32_t max_dims,
                                const char *layout, char *err, size_t err_size)
 {
-    char nm[8], s[SY__SHAPE_STR_MAX];
+    char nm[16], s[SY__SHAPE_STR_MAX];
     for (uint32_t d = max_dims; d < SY_MAX_DIMS; d++)
         if (t->ne[d] != 1)
             return sy__op_fail(err, err_size, SY_E_SHAPE, op, "%s must be %s, got shape %s",
