@@ -337,8 +337,12 @@ static sy_status infer_softmax(sy_tensor *const *in, const sy_op_params *p, sy_t
     st = check_mask(SY_OP_SOFTMAX, p->i[1], p->i[2], "p.i[1]", "p.i[2]", err, es);
     if (st != SY_OK)
         return st;
-    if (!isfinite(p->f[0]))
-        return sy__op_fail(err, es, SY_E_INVALID_ARG, SY_OP_SOFTMAX, "scale (p.f[0]) must be finite, got %g",
+    /* A zero scale makes every row uniform whatever its input: it only
+     * ever comes from params left unset, so it is refused loudly here
+     * rather than producing plausible-looking garbage. */
+    if (!isfinite(p->f[0]) || p->f[0] == 0.0f)
+        return sy__op_fail(err, es, SY_E_INVALID_ARG, SY_OP_SOFTMAX,
+                           "scale (p.f[0]) must be finite and non-zero (1 for a plain softmax), got %g",
                            (double)p->f[0]);
     set_output(o, SY_DTYPE_F32, in[0]->ne, keep_dims(in[0]));
     return SY_OK;
@@ -373,8 +377,10 @@ static sy_status infer_attention(sy_tensor *const *in, const sy_op_params *p, sy
     st = check_mask(SY_OP_ATTENTION, p->i[0], p->i[1], "p.i[0]", "p.i[1]", err, es);
     if (st != SY_OK)
         return st;
-    if (!isfinite(p->f[0]))
-        return sy__op_fail(err, es, SY_E_INVALID_ARG, SY_OP_ATTENTION, "scale (p.f[0]) must be finite, got %g",
+    /* Zero scale: see infer_softmax. */
+    if (!isfinite(p->f[0]) || p->f[0] == 0.0f)
+        return sy__op_fail(err, es, SY_E_INVALID_ARG, SY_OP_ATTENTION,
+                           "scale (p.f[0]) must be finite and non-zero (usually 1/sqrt(D)), got %g",
                            (double)p->f[0]);
     set_output(o, SY_DTYPE_F32, q->ne, 3);
     return SY_OK;

@@ -56,7 +56,7 @@ void sy_op_cost(const sy_node *node, uint64_t *out_flops, uint64_t *out_bytes)
         bytes = bytes_of(a) + bytes_of(b) + bytes_of(c) + bytes_of(out);
         break;
     case SY_OP_ROPE:
-        if (a == NULL)
+        if (a == NULL || node->params.i[1] < 0)
             break;
         flops = 3ull * (uint64_t)node->params.i[1] * (uint64_t)(a->ne[1] * a->ne[2] * a->ne[3]);
         bytes = bytes_of(a) + bytes_of(b) + bytes_of(out);

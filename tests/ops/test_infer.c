@@ -217,6 +217,10 @@ Test(infer, softmax_validates_mask_params)
     p.i[1] = 0;
     p.i[2] = -3;
     expect_fail(SY_OP_SOFTMAX, in, 1, &p, SY_E_INVALID_ARG, "window (p.i[2]) must be >= 0, got -3");
+    p.i[2] = 0;
+    p.f[0] = 0.0f;
+    expect_fail(SY_OP_SOFTMAX, in, 1, &p, SY_E_INVALID_ARG, "softmax: scale (p.f[0]) must be finite and non-zero");
+    expect_fail(SY_OP_SOFTMAX, in, 1, NULL, SY_E_INVALID_ARG, "got 0");
 }
 
 Test(infer, attention_checks_heads_head_size_and_kv_dtypes)
@@ -239,6 +243,11 @@ Test(infer, attention_checks_heads_head_size_and_kv_dtypes)
     v.ne[0] = 16;
     k = tu_tensor(SY_DTYPE_BF16, 16, 3, 9, 1, NULL);
     expect_fail(SY_OP_ATTENTION, in, 3, &p, SY_E_DTYPE, "attention: k must be f32 or f16, got bf16");
+    k = tu_tensor(SY_DTYPE_F16, 16, 3, 9, 1, NULL);
+    const sy_op_params unset = {.i = {7, 0}};
+    expect_fail(SY_OP_ATTENTION, in, 3, &unset, SY_E_INVALID_ARG, "scale (p.f[0]) must be finite and non-zero");
+    const sy_op_params neg = {.i = {-2, 0}, .f = {1.0f}};
+    expect_fail(SY_OP_ATTENTION, in, 3, &neg, SY_E_INVALID_ARG, "n_past (p.i[0]) must be >= 0, got -2");
 }
 
 Test(infer, copy_converts_and_refuses_k_quant_targets)
