@@ -134,6 +134,8 @@ typedef struct sy_plugin_desc {
     sy_status (*copy_device)(void *state, uint32_t dst_dev, void *dst, uint64_t dst_offset,
                              uint32_t src_dev, void *src, uint64_t src_offset, uint64_t size);
     /* Runs |n| nodes in order.  Tensors carry their residency on |dev|.
+     * View nodes (sy_op_is_view) are passed too and must be no-ops: their
+     * output already aliases the input's memory.
      * May return before completion; synchronize() waits. */
     sy_status (*execute)(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n);
     sy_status (*synchronize)(void *state, uint32_t dev);

@@ -177,8 +177,9 @@ bool sy_runtime_device_supports(const sy_runtime *rt, uint32_t i, const sy_node 
 
 /* Runs the frozen graph |g| entirely on device |dev|: allocates device
  * buffers for every non-view tensor, copies leaves that have host data in,
- * executes, and copies outputs (marked tensors) back to their host data
- * pointers when set, or keeps them readable through sy_runtime_read_tensor.
+ * executes, and copies marked outputs back to their host data (set with
+ * sy_graph_set_host_data); KV leaves updated in place are copied back too
+ * when the device could not use their host memory directly.
  * This is the single-device path; the scheduler places multi-device plans. */
 sy_status sy_runtime_execute_on(sy_runtime *rt, sy_graph *g, uint32_t dev);
 
