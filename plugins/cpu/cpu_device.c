@@ -1,7 +1,8 @@
 /* The CPU device: plugin state, topology (hwloc), description and the
  * self-test.  Environment variables are read once, here, at init:
  *   SWITCHYARD_THREADS   lanes of the thread pool (default: physical cores)
- *   SWITCHYARD_CPU_ISA   inner-kernel table: auto (default), scalar, avx2 */
+ *   SWITCHYARD_CPU_ISA   inner-kernel table: auto (default), scalar, avx2
+ *   SWITCHYARD_CPU_PIN   0: leave worker threads unpinned (default: pinned) */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -195,7 +196,12 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
         goto out_free_state;
     }
     memset(s->lanes, 0, sizeof(cpu_lane) * s->n_threads);
-    st = cpu_pool_create(host, s->topo, s->n_threads, &s->pool);
+    /* Pinning keeps a worker's cache warm on a quiet machine; on a shared
+     * one a pinned worker can be starved behind another process, so it can
+     * be switched off. */
+    const char *pin_env = getenv("SWITCHYARD_CPU_PIN");
+    const bool pin = !(pin_env && strcmp(pin_env, "0") == 0);
+    st = cpu_pool_create(host, s->topo, s->n_threads, pin, &s->pool);
     if (st != SY_OK)
         goto out_free_state;
 

@@ -34,9 +34,10 @@ typedef struct cpu_buffer {
 typedef struct cpu_lane {
     alignas(CPU_ALIGN) void *scratch;
     size_t scratch_size;
-    /* Small per-lane results (argmax partials). */
-    float best_value;
-    int64_t best_index;
+    /* Result of chunk <this lane's index> of the last split argmax; written
+     * by whichever lane ran that chunk. */
+    float chunk_best_value;
+    int64_t chunk_best_index;
 } cpu_lane;
 
 typedef struct cpu_state {

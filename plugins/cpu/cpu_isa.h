@@ -28,6 +28,13 @@ typedef struct cpu_isa_table {
     void (*axpy_f32)(float *y, float a, const float *x, int64_t n);
     /* y[i] += a * f16(x[i]). */
     void (*axpy_f16)(float *y, float a, const uint16_t *x, int64_t n);
+    /* y[i] = a[i] + b[i]; y may be a. */
+    void (*add_f32)(float *y, const float *a, const float *b, int64_t n);
+    /* y[i] = a[i] * b[i]; y may be a. */
+    void (*mul_f32)(float *y, const float *a, const float *b, int64_t n);
+    /* y[i] = a[i] * s + bias rounded once (fused), or a[i] * s when bias
+     * is 0; y may be a. */
+    void (*scale_f32)(float *y, const float *a, float s, float bias, int64_t n);
     /* Rounds to nearest even, as sy__f32_to_fp16. */
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
     /* Row dequantizers for every dtype (F32 copies, I32 converts by value). */

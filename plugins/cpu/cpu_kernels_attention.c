@@ -17,7 +17,7 @@ typedef struct cpu_attention_ctx {
     int64_t n_past, window;
 } cpu_attention_ctx;
 
-static void cpu_attention_task(void *arg, uint32_t ith, uint32_t nth)
+static void cpu_attention_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     const cpu_attention_ctx *c = arg;
     const cpu_isa_table *isa = c->s->isa;
@@ -25,7 +25,7 @@ static void cpu_attention_task(void *arg, uint32_t ith, uint32_t nth)
     const int64_t hkv = c->k->ne[1], keys = c->k->ne[2];
     const int64_t group = hq / hkv;
     const bool k_f16 = c->k->dtype == SY_DTYPE_F16, v_f16 = c->v->dtype == SY_DTYPE_F16;
-    float *scores = c->s->lanes[ith].scratch;
+    float *scores = c->s->lanes[lane].scratch;
     float *acc = scores + keys;
 
     int64_t lo, hi;

@@ -8,6 +8,7 @@
 #if defined(__x86_64__) || defined(__i386__)
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "quants_internal.h"
@@ -90,6 +91,42 @@ CPU_AVX2 static void cpu_avx2_axpy_f16(float *y, float a, const uint16_t *x, int
         _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, cpu_avx2_load_f16(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; i++)
         y[i] += a * sy__fp16_to_f32(x[i]);
+}
+
+CPU_AVX2 static void cpu_avx2_add_f32(float *y, const float *a, const float *b, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+    for (; i < n; i++)
+        y[i] = a[i] + b[i];
+}
+
+CPU_AVX2 static void cpu_avx2_mul_f32(float *y, const float *a, const float *b, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i)));
+    for (; i < n; i++)
+        y[i] = a[i] * b[i];
+}
+
+CPU_AVX2 static void cpu_avx2_scale_f32(float *y, const float *a, float s, float bias, int64_t n)
+{
+    const __m256 vs = _mm256_set1_ps(s);
+    int64_t i = 0;
+    if (bias == 0.0f) {
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(a + i), vs));
+        for (; i < n; i++)
+            y[i] = a[i] * s;
+        return;
+    }
+    const __m256 vb = _mm256_set1_ps(bias);
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(a + i), vs, vb));
+    for (; i < n; i++)
+        y[i] = fmaf(a[i], s, bias);
 }
 
 CPU_AVX2 static void cpu_avx2_f32_to_f16(const float *src, uint16_t *dst, int64_t n)
@@ -310,6 +347,9 @@ static const cpu_isa_table cpu_avx2_table = {
     .dot_f16 = cpu_avx2_dot_f16,
     .axpy_f32 = cpu_avx2_axpy_f32,
     .axpy_f16 = cpu_avx2_axpy_f16,
+    .add_f32 = cpu_avx2_add_f32,
+    .mul_f32 = cpu_avx2_mul_f32,
+    .scale_f32 = cpu_avx2_scale_f32,
     .f32_to_f16 = cpu_avx2_f32_to_f16,
     .dequant =
         {

@@ -9,6 +9,7 @@
 #define CPU_ELEMENTWISE_MIN_PER_LANE 8192
 
 typedef struct cpu_eltwise_ctx {
+    const cpu_isa_table *isa;
     uint32_t op;
     const sy_tensor *a;
     const sy_tensor *b; /* NULL for unary ops */
@@ -27,31 +28,77 @@ static inline float cpu_gelu(float x)
     return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * (x + 0.044715f * x * x * x)));
 }
 
-static void cpu_binary_row(uint32_t op, const float *a, const float *b, int64_t nb0, float *y,
-                           int64_t n)
+static void cpu_binary_row(const cpu_isa_table *isa, uint32_t op, const float *a, const float *b,
+                           int64_t nb0, float *y, int64_t n)
 {
     if (nb0 == n) {
-        if (op == SY_OP_ADD)
-            for (int64_t i = 0; i < n; i++)
-                y[i] = a[i] + b[i];
-        else
-            for (int64_t i = 0; i < n; i++)
-                y[i] = a[i] * b[i];
+        (op == SY_OP_ADD ? isa->add_f32 : isa->mul_f32)(y, a, b, n);
     } else if (nb0 == 1) {
-        const float v = b[0];
         if (op == SY_OP_ADD)
-            for (int64_t i = 0; i < n; i++)
-                y[i] = a[i] + v;
+            isa->scale_f32(y, a, 1.0f, b[0], n);
         else
-            for (int64_t i = 0; i < n; i++)
-                y[i] = a[i] * v;
+            isa->scale_f32(y, a, b[0], 0.0f, n);
     } else {
         for (int64_t i0 = 0; i0 < n; i0 += nb0)
-            cpu_binary_row(op, a + i0, b, nb0, y + i0, nb0);
+            (op == SY_OP_ADD ? isa->add_f32 : isa->mul_f32)(y + i0, a + i0, b, nb0);
     }
 }
 
-static void cpu_eltwise_task(void *arg, uint32_t ith, uint32_t nth)
+/* Applies the op to |n| elements; |b| holds |b_n| elements that repeat
+ * (b_n == n: none repeat) and is NULL for unary ops.  Scalars come by
+ * value so the compiler need not reload them after every store. */
+static void cpu_eltwise_span(const cpu_isa_table *isa, uint32_t op, float scale, float bias,
+                             const float *a, const float *b, int64_t b_n, float *y, int64_t n)
+{
+    switch (op) {
+    case SY_OP_ADD:
+    case SY_OP_MUL:
+        cpu_binary_row(isa, op, a, b, b_n, y, n);
+        break;
+    case SY_OP_SCALE:
+        isa->scale_f32(y, a, scale, bias, n);
+        break;
+    case SY_OP_SILU:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = cpu_silu(a[i]);
+        break;
+    case SY_OP_GELU:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = cpu_gelu(a[i]);
+        break;
+    case SY_OP_SWIGLU:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = cpu_silu(a[i]) * b[i];
+        break;
+    case SY_OP_GEGLU:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = cpu_gelu(a[i]) * b[i];
+        break;
+    default:
+        break;
+    }
+}
+
+/* Contiguous operands of one shape: lanes take element ranges, so one
+ * long row (decode: [4096, 1]) still spreads over every lane. */
+static void cpu_eltwise_flat_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
+{
+    const cpu_eltwise_ctx *c = arg;
+    const int64_t total = sy_tensor_nelements(c->a);
+    /* Cut at multiples of 16 floats (one cache line): lanes never write
+     * the same line. */
+    int64_t lo, hi;
+    cpu_split((total + 15) / 16, ith, nth, &lo, &hi);
+    lo *= 16;
+    hi = hi * 16 < total ? hi * 16 : total;
+    if (lo >= hi)
+        return;
+    const float *b = c->b ? (const float *)c->b->data + lo : NULL;
+    cpu_eltwise_span(c->isa, c->op, c->scale, c->bias, (const float *)c->a->data + lo, b, hi - lo,
+                     (float *)c->y->data + lo, hi - lo);
+}
+
+static void cpu_eltwise_rows_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     const cpu_eltwise_ctx *c = arg;
     const sy_tensor *a = c->a, *b = c->b, *y = c->y;
@@ -61,44 +108,20 @@ static void cpu_eltwise_task(void *arg, uint32_t ith, uint32_t nth)
     for (int64_t r = lo; r < hi; r++) {
         const int64_t i1 = r % a->ne[1], i2 = (r / a->ne[1]) % a->ne[2],
                       i3 = r / (a->ne[1] * a->ne[2]);
-        const float *ar = (const float *)cpu_row(a, i1, i2, i3);
-        float *yr = (float *)cpu_row(y, i1, i2, i3);
-        switch (c->op) {
-        case SY_OP_ADD:
-        case SY_OP_MUL: {
-            const float *br =
-                (const float *)cpu_row(b, i1 % b->ne[1], i2 % b->ne[2], i3 % b->ne[3]);
-            cpu_binary_row(c->op, ar, br, b->ne[0], yr, n);
-            break;
-        }
-        case SY_OP_SCALE:
-            for (int64_t i = 0; i < n; i++)
-                yr[i] = ar[i] * c->scale + c->bias;
-            break;
-        case SY_OP_SILU:
-            for (int64_t i = 0; i < n; i++)
-                yr[i] = cpu_silu(ar[i]);
-            break;
-        case SY_OP_GELU:
-            for (int64_t i = 0; i < n; i++)
-                yr[i] = cpu_gelu(ar[i]);
-            break;
-        case SY_OP_SWIGLU: {
-            const float *br = (const float *)cpu_row(b, i1, i2, i3);
-            for (int64_t i = 0; i < n; i++)
-                yr[i] = cpu_silu(ar[i]) * br[i];
-            break;
-        }
-        case SY_OP_GEGLU: {
-            const float *br = (const float *)cpu_row(b, i1, i2, i3);
-            for (int64_t i = 0; i < n; i++)
-                yr[i] = cpu_gelu(ar[i]) * br[i];
-            break;
-        }
-        default:
-            break;
-        }
+        const float *br = b ? (const float *)cpu_row(b, i1 % b->ne[1], i2 % b->ne[2],
+                                                     i3 % b->ne[3])
+                            : NULL;
+        cpu_eltwise_span(c->isa, c->op, c->scale, c->bias, (const float *)cpu_row(a, i1, i2, i3), br,
+                         b ? b->ne[0] : n, (float *)cpu_row(y, i1, i2, i3), n);
     }
+}
+
+static bool cpu_same_shape(const sy_tensor *a, const sy_tensor *b)
+{
+    for (int d = 0; d < SY_MAX_DIMS; d++)
+        if (a->ne[d] != b->ne[d])
+            return false;
+    return true;
 }
 
 sy_status cpu_kernel_elementwise(cpu_state *s, const sy_node *node, const char **out_why)
@@ -121,12 +144,18 @@ sy_status cpu_kernel_elementwise(cpu_state *s, const sy_node *node, const char *
             return SY_E_UNSUPPORTED;
         }
     }
-    cpu_eltwise_ctx c = {.op = op, .a = a, .b = b, .y = y,
+    cpu_eltwise_ctx c = {.isa = s->isa, .op = op, .a = a, .b = b, .y = y,
                          .scale = node->params.f[0], .bias = node->params.f[1]};
+    const int64_t total = sy_tensor_nelements(a);
+    uint32_t nth = cpu_lanes_for(s, total, CPU_ELEMENTWISE_MIN_PER_LANE);
+    if (sy_tensor_is_contiguous(a) && sy_tensor_is_contiguous(y) &&
+        (!b || (sy_tensor_is_contiguous(b) && cpu_same_shape(a, b)))) {
+        cpu_pool_run(s->pool, cpu_eltwise_flat_task, &c, nth);
+        return SY_OK;
+    }
     const int64_t rows = cpu_nrows(a);
-    uint32_t nth = cpu_lanes_for(s, rows * a->ne[0], CPU_ELEMENTWISE_MIN_PER_LANE);
     if ((int64_t)nth > rows)
         nth = (uint32_t)rows;
-    cpu_pool_run(s->pool, cpu_eltwise_task, &c, nth);
+    cpu_pool_run(s->pool, cpu_eltwise_rows_task, &c, nth);
     return SY_OK;
 }

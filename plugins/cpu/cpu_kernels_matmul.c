@@ -33,7 +33,7 @@ typedef struct cpu_convert_ctx {
     float *dst;           /* packed F32 [K, rows] */
 } cpu_convert_ctx;
 
-static void cpu_matmul_convert_task(void *arg, uint32_t ith, uint32_t nth)
+static void cpu_matmul_convert_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     const cpu_convert_ctx *c = arg;
     const int64_t k = c->src->ne[0];
@@ -43,7 +43,7 @@ static void cpu_matmul_convert_task(void *arg, uint32_t ith, uint32_t nth)
         c->s->isa->dequant[SY_DTYPE_F16](cpu_row_flat(c->src, r), c->dst + r * k, k);
 }
 
-static void cpu_matmul_task(void *arg, uint32_t ith, uint32_t nth)
+static void cpu_matmul_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     const cpu_matmul_ctx *c = arg;
     const cpu_state *s = c->s;
@@ -52,7 +52,7 @@ static void cpu_matmul_task(void *arg, uint32_t ith, uint32_t nth)
     const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
     const bool in_place = w->dtype == SY_DTYPE_F32;
     const cpu_dequant_fn dequant = s->isa->dequant[w->dtype];
-    float *scratch = s->lanes[ith].scratch;
+    float *scratch = s->lanes[lane].scratch;
     const float *rows[CPU_MATMUL_MAX_BLOCK_ROWS];
 
     int64_t lo, hi;

@@ -22,7 +22,7 @@ static int32_t cpu_get_rows_id(const sy_tensor *ids, int64_t m)
     return *(const int32_t *)((const char *)ids->data + m * (int64_t)ids->nb[0]);
 }
 
-static void cpu_get_rows_task(void *arg, uint32_t ith, uint32_t nth)
+static void cpu_get_rows_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     const cpu_get_rows_ctx *c = arg;
     const cpu_dequant_fn dequant = c->s->isa->dequant[c->table->dtype];
@@ -104,7 +104,7 @@ typedef struct cpu_kv_write_ctx {
     int64_t start;
 } cpu_kv_write_ctx;
 
-static void cpu_kv_write_task(void *arg, uint32_t ith, uint32_t nth)
+static void cpu_kv_write_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     const cpu_kv_write_ctx *c = arg;
     const int64_t heads = c->rows->ne[1];
@@ -167,14 +167,14 @@ static float cpu_load_elem(const sy_tensor *t, const char *row, int64_t i)
     }
 }
 
-static void cpu_copy_task(void *arg, uint32_t ith, uint32_t nth)
+static void cpu_copy_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     const cpu_copy_ctx *c = arg;
     const sy_tensor *x = c->x, *y = c->y;
     const int64_t n = x->ne[0];
     const bool dense = cpu_rows_dense(x);
     const size_t es = sy_dtype_type_size(x->dtype);
-    float *tmp = c->s->lanes[ith].scratch;
+    float *tmp = c->s->lanes[lane].scratch;
     int64_t lo, hi;
     cpu_split(cpu_nrows(x), ith, nth, &lo, &hi);
     for (int64_t r = lo; r < hi; r++) {

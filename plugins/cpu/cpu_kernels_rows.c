@@ -17,7 +17,7 @@ typedef struct cpu_rows_ctx {
     const sy_tensor *y;
 } cpu_rows_ctx;
 
-static void cpu_rms_norm_task(void *arg, uint32_t ith, uint32_t nth)
+static void cpu_rms_norm_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     const cpu_rows_ctx *c = arg;
     const int64_t n = c->x->ne[0];
@@ -31,8 +31,7 @@ static void cpu_rms_norm_task(void *arg, uint32_t ith, uint32_t nth)
         /* An all-zero row with eps = 0 scales by zero, as the reference. */
         const double ms = (double)ss / (double)n + (double)eps;
         const float k = ms > 0.0 ? (float)(1.0 / sqrt(ms)) : 0.0f;
-        for (int64_t i = 0; i < n; i++)
-            y[i] = x[i] * k;
+        c->s->isa->scale_f32(y, x, k, 0.0f, n);
     }
 }
 
@@ -67,7 +66,7 @@ sy_status cpu_kernel_rms_norm(cpu_state *s, const sy_node *node, const char **ou
 
 /* ------------------------------------------------------------- softmax */
 
-static void cpu_softmax_task(void *arg, uint32_t ith, uint32_t nth)
+static void cpu_softmax_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     const cpu_rows_ctx *c = arg;
     const sy_op_params *p = &c->node->params;
@@ -134,7 +133,7 @@ typedef struct cpu_rope_ctx {
     const sy_tensor *x, *pos, *y;
 } cpu_rope_ctx;
 
-static void cpu_rope_task(void *arg, uint32_t ith, uint32_t nth)
+static void cpu_rope_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     const cpu_rope_ctx *c = arg;
     const sy_op_params *p = &c->node->params;
@@ -144,7 +143,7 @@ static void cpu_rope_task(void *arg, uint32_t ith, uint32_t nth)
     const double base = p->f[0];
     const double freq_scale = p->f[1] != 0.0f ? p->f[1] : 1.0;
     /* Lane scratch: cos[half], sin[half] of the token in hand. */
-    float *cos_t = c->s->lanes[ith].scratch;
+    float *cos_t = c->s->lanes[lane].scratch;
     float *sin_t = cos_t + half;
     int64_t cached_t = -1;
 
@@ -221,7 +220,7 @@ static void cpu_argmax_range(const float *x, int64_t lo, int64_t hi, float *out_
     *out_index = at;
 }
 
-static void cpu_argmax_rows_task(void *arg, uint32_t ith, uint32_t nth)
+static void cpu_argmax_rows_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     const cpu_argmax_ctx *c = arg;
     int64_t lo, hi;
@@ -234,13 +233,13 @@ static void cpu_argmax_rows_task(void *arg, uint32_t ith, uint32_t nth)
     }
 }
 
-static void cpu_argmax_split_task(void *arg, uint32_t ith, uint32_t nth)
+static void cpu_argmax_split_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     const cpu_argmax_ctx *c = arg;
     int64_t lo, hi;
     cpu_split(c->x->ne[0], ith, nth, &lo, &hi);
-    cpu_argmax_range((const float *)c->x->data, lo, hi, &c->s->lanes[ith].best_value,
-                     &c->s->lanes[ith].best_index);
+    cpu_argmax_range((const float *)c->x->data, lo, hi, &c->s->lanes[ith].chunk_best_value,
+                     &c->s->lanes[ith].chunk_best_index);
 }
 
 sy_status cpu_kernel_argmax(cpu_state *s, const sy_node *node, const char **out_why)
@@ -269,9 +268,9 @@ sy_status cpu_kernel_argmax(cpu_state *s, const sy_node *node, const char **out_
         int64_t at = -1;
         for (uint32_t i = 0; i < nth; i++) {
             const cpu_lane *l = &s->lanes[i];
-            if (l->best_index >= 0 && (at < 0 || l->best_value > best)) {
-                best = l->best_value;
-                at = l->best_index;
+            if (l->chunk_best_index >= 0 && (at < 0 || l->chunk_best_value > best)) {
+                best = l->chunk_best_value;
+                at = l->chunk_best_index;
             }
         }
         *(int32_t *)((char *)c.y->data + row * (int64_t)c.y->nb[0]) = (int32_t)(at < 0 ? 0 : at);

@@ -1,6 +1,7 @@
 /* Scalar inner kernels: portable C, always available, and the table that
  * $SWITCHYARD_CPU_ISA=scalar selects.  The row dequantizers follow the
  * GGUF block layouts of ops/quants_internal.h element for element. */
+#include <math.h>
 #include <string.h>
 
 #include "cpu_isa.h"
@@ -32,6 +33,29 @@ static void cpu_scalar_axpy_f16(float *y, float a, const uint16_t *x, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
         y[i] += a * sy__fp16_to_f32(x[i]);
+}
+
+static void cpu_scalar_add_f32(float *y, const float *a, const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = a[i] + b[i];
+}
+
+static void cpu_scalar_mul_f32(float *y, const float *a, const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        y[i] = a[i] * b[i];
+}
+
+static void cpu_scalar_scale_f32(float *y, const float *a, float s, float bias, int64_t n)
+{
+    if (bias == 0.0f) {
+        for (int64_t i = 0; i < n; i++)
+            y[i] = a[i] * s;
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            y[i] = fmaf(a[i], s, bias);
+    }
 }
 
 static void cpu_scalar_f32_to_f16(const float *src, uint16_t *dst, int64_t n)
@@ -189,6 +213,9 @@ static const cpu_isa_table cpu_scalar_table = {
     .dot_f16 = cpu_scalar_dot_f16,
     .axpy_f32 = cpu_scalar_axpy_f32,
     .axpy_f16 = cpu_scalar_axpy_f16,
+    .add_f32 = cpu_scalar_add_f32,
+    .mul_f32 = cpu_scalar_mul_f32,
+    .scale_f32 = cpu_scalar_scale_f32,
     .f32_to_f16 = cpu_scalar_f32_to_f16,
     .dequant =
         {

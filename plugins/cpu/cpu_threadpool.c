@@ -1,11 +1,11 @@
-/* Thread pool: generation-counter barrier with spin-then-sleep workers. */
+/* Thread pool: generation-counter wake-up with spin-then-sleep workers and
+ * chunks claimed from an atomic counter (see cpu_threadpool.h). */
 #include "cpu_threadpool.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdalign.h>
 #include <stdatomic.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -14,29 +14,38 @@
  * microseconds, longer than the gap between two kernels of one token and
  * much shorter than the gap between two tokens of a slow caller. */
 #define CPU_POOL_WORKER_SPINS (1u << 14)
-/* Pause iterations the caller spins waiting for stragglers before it
- * starts yielding its core to them. */
+/* Pause iterations the caller spins for lanes still inside a closed job
+ * before it starts yielding its core to them. */
 #define CPU_POOL_CALLER_SPINS (1u << 12)
 
-/* One worker thread.  Each sits on its own cache lines so that a worker
- * touching its bookkeeping never invalidates another's. */
+/* The job word: generation in the high 32 bits, an "open" flag, and the
+ * number of workers inside the job in the low bits.  Workers enter only an
+ * open job of the generation they woke for, so once the caller has closed
+ * it and seen the count drop to zero, no worker can touch the job's
+ * context again. */
+#define CPU_JOB_OPEN (UINT64_C(1) << 31)
+#define CPU_JOB_ACTIVE_MASK (CPU_JOB_OPEN - 1)
+
+/* One worker thread, on its own cache lines. */
 typedef struct cpu_worker {
     alignas(CPU_POOL_LINE) struct cpu_pool *pool;
     pthread_t thread;
     hwloc_cpuset_t cpuset; /* NULL: not pinned */
-    uint32_t index;        /* lane number, >= 1 */
+    uint32_t lane;         /* >= 1 */
     bool started;
 } cpu_worker;
 
 struct cpu_pool {
-    /* Written by the caller once per dispatch, read by every worker. */
+    /* Bumped by the caller once per dispatch; workers wait on it. */
     alignas(CPU_POOL_LINE) atomic_uint generation;
-    /* Written by every worker once per dispatch, read by the caller. */
-    alignas(CPU_POOL_LINE) atomic_uint done;
-    /* The job; published by the release increment of |generation|. */
+    /* Generation, open flag and active count (CPU_JOB_*). */
+    alignas(CPU_POOL_LINE) _Atomic uint64_t job;
+    /* Next chunk to claim. */
+    alignas(CPU_POOL_LINE) atomic_uint next_chunk;
+    /* The job; published by the release store of |job|. */
     alignas(CPU_POOL_LINE) cpu_task_fn fn;
     void *ctx;
-    uint32_t nth;
+    uint32_t n_chunks;
     atomic_bool stop;
     /* Sleep path, touched only when a worker gives up spinning. */
     alignas(CPU_POOL_LINE) atomic_uint sleepers;
@@ -73,7 +82,7 @@ static unsigned cpu_pool_wait_generation(cpu_pool *pool, unsigned seen)
             return g;
         cpu_pool_relax();
     }
-    /* Dekker pairing with cpu_pool_run(): we publish |sleepers| before
+    /* Dekker pairing with cpu_pool_publish(): we publish |sleepers| before
      * re-reading |generation|, the dispatcher publishes |generation| before
      * reading |sleepers|; seq_cst guarantees one of us sees the other, and
      * the mutex makes the broadcast land after our wait has begun. */
@@ -87,6 +96,31 @@ static unsigned cpu_pool_wait_generation(cpu_pool *pool, unsigned seen)
     return g;
 }
 
+/* Claims and runs chunks until none is left. */
+static void cpu_pool_drain(cpu_pool *pool, uint32_t lane)
+{
+    const uint32_t n = pool->n_chunks;
+    for (;;) {
+        unsigned c = atomic_fetch_add_explicit(&pool->next_chunk, 1, memory_order_relaxed);
+        if (c >= n)
+            break;
+        pool->fn(pool->ctx, c, n, lane);
+    }
+}
+
+/* Enters the job of generation |g| if it is still open; false otherwise. */
+static bool cpu_pool_enter(cpu_pool *pool, unsigned g)
+{
+    uint64_t w = atomic_load_explicit(&pool->job, memory_order_acquire);
+    for (;;) {
+        if ((uint32_t)(w >> 32) != g || !(w & CPU_JOB_OPEN))
+            return false;
+        if (atomic_compare_exchange_weak_explicit(&pool->job, &w, w + 1, memory_order_acquire,
+                                                  memory_order_acquire))
+            return true;
+    }
+}
+
 static void *cpu_worker_main(void *arg)
 {
     cpu_worker *w = arg;
@@ -94,7 +128,7 @@ static void *cpu_worker_main(void *arg)
     if (w->cpuset && hwloc_set_cpubind(pool->topo, w->cpuset, HWLOC_CPUBIND_THREAD) != 0) {
         char msg[96];
         snprintf(msg, sizeof msg, "could not pin worker %u to its core; running unpinned",
-                 w->index);
+                 w->lane);
         cpu_pool_log(pool, SY_LOG_DEBUG, msg);
     }
     unsigned seen = 0;
@@ -102,22 +136,25 @@ static void *cpu_worker_main(void *arg)
         seen = cpu_pool_wait_generation(pool, seen);
         if (atomic_load_explicit(&pool->stop, memory_order_acquire))
             break;
-        if (w->index < pool->nth)
-            pool->fn(pool->ctx, w->index, pool->nth);
-        atomic_fetch_add_explicit(&pool->done, 1, memory_order_release);
+        if (!cpu_pool_enter(pool, seen))
+            continue;
+        cpu_pool_drain(pool, w->lane);
+        atomic_fetch_sub_explicit(&pool->job, 1, memory_order_release);
     }
     return NULL;
 }
 
-/* Wakes every worker for the job already stored in |pool|. */
-static void cpu_pool_publish(cpu_pool *pool)
+/* Wakes every worker: spinning ones see the generation change, sleeping
+ * ones get a broadcast. */
+static unsigned cpu_pool_publish(cpu_pool *pool)
 {
-    atomic_fetch_add_explicit(&pool->generation, 1, memory_order_seq_cst);
+    unsigned g = atomic_fetch_add_explicit(&pool->generation, 1, memory_order_seq_cst) + 1;
     if (atomic_load_explicit(&pool->sleepers, memory_order_seq_cst) > 0) {
         pthread_mutex_lock(&pool->mutex);
         pthread_cond_broadcast(&pool->cond);
         pthread_mutex_unlock(&pool->mutex);
     }
+    return g;
 }
 
 /* Chooses the cpuset lane |lane| is pinned to, or NULL. */
@@ -161,7 +198,7 @@ static void cpu_pool_free(cpu_pool *pool)
     host->free(host->ctx, pool);
 }
 
-sy_status cpu_pool_create(const sy_host *host, hwloc_topology_t topo, uint32_t n_threads,
+sy_status cpu_pool_create(const sy_host *host, hwloc_topology_t topo, uint32_t n_threads, bool pin,
                           cpu_pool **out_pool)
 {
     *out_pool = NULL;
@@ -172,7 +209,8 @@ sy_status cpu_pool_create(const sy_host *host, hwloc_topology_t topo, uint32_t n
         return SY_E_NO_MEMORY;
     memset(pool, 0, sizeof *pool);
     atomic_init(&pool->generation, 0);
-    atomic_init(&pool->done, 0);
+    atomic_init(&pool->job, 0);
+    atomic_init(&pool->next_chunk, 0);
     atomic_init(&pool->sleepers, 0);
     atomic_init(&pool->stop, false);
     pool->host = host;
@@ -195,8 +233,8 @@ sy_status cpu_pool_create(const sy_host *host, hwloc_topology_t topo, uint32_t n
     for (uint32_t i = 0; i + 1 < n_threads; i++) {
         cpu_worker *w = &pool->workers[i];
         w->pool = pool;
-        w->index = i + 1;
-        w->cpuset = topo ? cpu_pool_lane_cpuset(topo, w->index, n_threads) : NULL;
+        w->lane = i + 1;
+        w->cpuset = pin && topo ? cpu_pool_lane_cpuset(topo, w->lane, n_threads) : NULL;
     }
     for (uint32_t i = 0; i + 1 < n_threads; i++) {
         cpu_worker *w = &pool->workers[i];
@@ -229,20 +267,27 @@ void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth)
     if (nth > pool->n_threads)
         nth = pool->n_threads;
     if (nth <= 1) {
-        fn(ctx, 0, 1);
+        fn(ctx, 0, 1, 0);
         return;
     }
     pool->fn = fn;
     pool->ctx = ctx;
-    pool->nth = nth;
-    atomic_store_explicit(&pool->done, 0, memory_order_relaxed);
+    pool->n_chunks = nth;
+    atomic_store_explicit(&pool->next_chunk, 0, memory_order_relaxed);
+    /* Workers wake for generation g and find job g open. */
+    const unsigned g = atomic_load_explicit(&pool->generation, memory_order_relaxed) + 1;
+    atomic_store_explicit(&pool->job, ((uint64_t)g << 32) | CPU_JOB_OPEN, memory_order_release);
     cpu_pool_publish(pool);
 
-    fn(ctx, 0, nth);
+    cpu_pool_drain(pool, 0);
 
-    unsigned want = pool->n_threads - 1;
+    /* Close the job: latecomers now skip it. */
+    uint64_t w = atomic_load_explicit(&pool->job, memory_order_relaxed);
+    while (!atomic_compare_exchange_weak_explicit(&pool->job, &w, w & ~CPU_JOB_OPEN,
+                                                  memory_order_acq_rel, memory_order_relaxed))
+        ;
     unsigned spins = 0;
-    while (atomic_load_explicit(&pool->done, memory_order_acquire) != want) {
+    while (atomic_load_explicit(&pool->job, memory_order_acquire) & CPU_JOB_ACTIVE_MASK) {
         if (spins < CPU_POOL_CALLER_SPINS) {
             spins++;
             cpu_pool_relax();

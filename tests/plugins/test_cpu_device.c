@@ -1,0 +1,279 @@
+/* The CPU plugin as a device (description, overrides, refusals) and as a
+ * module opened directly (exported symbols, ABI check, buffers,
+ * self-test). */
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_case.h"
+
+/* -------------------------------------------------------- device facts */
+
+Test(cpu_device, describes_one_cpu_device_with_unified_memory)
+{
+    tcase tc;
+    memset(&tc, 0, sizeof tc);
+    uint32_t dev = 0;
+    sy_runtime *rt = tc_runtime(&tc, &run_cfgs[0], &dev);
+    sy_device_desc d;
+    memset(&d, 0, sizeof d);
+    cr_assert_eq(sy_runtime_query_device(rt, dev, &d), SY_OK);
+    cr_assert_str_eq(d.name, "cpu");
+    cr_assert_eq(d.kind, SY_DEVICE_CPU);
+    cr_assert_eq(d.unified_memory, 1);
+    cr_assert_gt(d.memory_bytes, 0);
+    cr_assert_gt(d.compute_units, 0);
+    cr_assert_neq(d.model[0], '\0');
+    cr_assert(strstr(d.topology, "core") != NULL, "topology: %s", d.topology);
+    cr_assert(d.peak_flops == 0.0 && d.peak_bandwidth == 0.0, "peaks are left to the probe");
+    sy_runtime_destroy(rt);
+}
+
+Test(cpu_device, honours_the_isa_and_thread_overrides)
+{
+    tcase tc;
+    memset(&tc, 0, sizeof tc);
+    const run_cfg cfg = {"scalar", "3"};
+    uint32_t dev = 0;
+    sy_runtime *rt = tc_runtime(&tc, &cfg, &dev);
+    sy_device_desc d;
+    memset(&d, 0, sizeof d);
+    cr_assert_eq(sy_runtime_query_device(rt, dev, &d), SY_OK);
+    cr_assert(strstr(d.driver, "scalar kernels") != NULL, "driver: %s", d.driver);
+    cr_assert(strstr(d.driver, "3 threads") != NULL, "driver: %s", d.driver);
+    sy_runtime_destroy(rt);
+}
+
+Test(cpu_device, warns_about_an_unknown_isa_and_keeps_going)
+{
+    tcase tc;
+    memset(&tc, 0, sizeof tc);
+    const run_cfg cfg = {"sse9000", "1"};
+    uint32_t dev = 0;
+    sy_runtime *rt = tc_runtime(&tc, &cfg, &dev);
+    cr_assert(strstr(tc.log, "SWITCHYARD_CPU_ISA='sse9000'") != NULL, "log:\n%s", tc.log);
+    sy_runtime_destroy(rt);
+}
+
+/* A node built by hand, outside any graph. */
+static void hand_node(sy_node *node, sy_tensor *in, sy_tensor *out, uint32_t op, sy_dtype in_type)
+{
+    memset(node, 0, sizeof *node);
+    memset(in, 0, sizeof *in);
+    memset(out, 0, sizeof *out);
+    in->dtype = in_type;
+    in->ne[0] = 256;
+    in->ne[1] = in->ne[2] = in->ne[3] = 1;
+    sy_tensor_set_contiguous_strides(in);
+    *out = *in;
+    out->dtype = SY_DTYPE_F32;
+    sy_tensor_set_contiguous_strides(out);
+    node->op = op;
+    node->n_inputs = 1;
+    node->inputs[0] = in;
+    node->output = out;
+}
+
+Test(cpu_device, says_why_it_refuses_a_node)
+{
+    tcase tc;
+    memset(&tc, 0, sizeof tc);
+    uint32_t dev = 0;
+    sy_runtime *rt = tc_runtime(&tc, &run_cfgs[0], &dev);
+    sy_node node;
+    sy_tensor in, out;
+    sy_support why;
+
+    hand_node(&node, &in, &out, SY_OP_COPY, SY_DTYPE_F32);
+    node.params.i[0] = SY_DTYPE_Q4_K;
+    cr_assert_not(sy_runtime_device_supports(rt, dev, &node, &why));
+    cr_assert_eq(why.reason, SY_UNSUPPORTED_DTYPE);
+    cr_assert(strstr(why.text, "q4_k") != NULL, "reason: %s", why.text);
+
+    hand_node(&node, &in, &out, SY_OP_COUNT + 7, SY_DTYPE_F32);
+    cr_assert_not(sy_runtime_device_supports(rt, dev, &node, &why));
+    cr_assert_eq(why.reason, SY_UNSUPPORTED_OP);
+
+    hand_node(&node, &in, &out, SY_OP_SILU, SY_DTYPE_Q8_0);
+    cr_assert_not(sy_runtime_device_supports(rt, dev, &node, &why));
+    cr_assert_eq(why.reason, SY_UNSUPPORTED_DTYPE);
+
+    hand_node(&node, &in, &out, SY_OP_SILU, SY_DTYPE_F32);
+    cr_assert(sy_runtime_device_supports(rt, dev, &node, &why), "refused silu: %s", why.text);
+    sy_runtime_destroy(rt);
+}
+
+/* ------------------------------------------------- the module, directly */
+
+typedef struct direct_host {
+    sy_host host;
+    char log[4096];
+    size_t log_used;
+} direct_host;
+
+static void direct_log(void *ctx, sy_log_level level, const char *msg)
+{
+    direct_host *h = ctx;
+    int n = snprintf(h->log + h->log_used, sizeof h->log - h->log_used, "%s\n", msg);
+    if (n > 0 && (size_t)n < sizeof h->log - h->log_used)
+        h->log_used += (size_t)n;
+}
+
+static void *direct_alloc(void *ctx, size_t size, size_t align)
+{
+    void *p = NULL;
+    return posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1) == 0
+               ? p
+               : NULL;
+}
+
+static void direct_free(void *ctx, void *ptr)
+{
+    free(ptr);
+}
+
+static const char *direct_op_name(void *ctx, uint32_t op)
+{
+    return sy_op_name((sy_op)op);
+}
+
+static sy_status direct_reference(void *ctx, const sy_node *node)
+{
+    return sy_op_reference_execute(node);
+}
+
+static void direct_cost(void *ctx, const sy_node *node, uint64_t *out_flops, uint64_t *out_bytes)
+{
+    sy_op_cost(node, out_flops, out_bytes);
+}
+
+static void direct_host_init(direct_host *h)
+{
+    memset(h, 0, sizeof *h);
+    h->host.abi_version = SY_PLUGIN_ABI_VERSION;
+    h->host.struct_size = sizeof h->host;
+    h->host.ctx = h;
+    h->host.log = direct_log;
+    h->host.alloc = direct_alloc;
+    h->host.free = direct_free;
+    h->host.op_name = direct_op_name;
+    h->host.reference_execute = direct_reference;
+    h->host.op_cost = direct_cost;
+}
+
+static void *open_module(void)
+{
+    const char *dir = getenv("SWITCHYARD_PLUGIN_PATH");
+    cr_assert_not_null(dir, "SWITCHYARD_PLUGIN_PATH is not set");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/sy-cpu.so", dir);
+    void *so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    cr_assert_not_null(so, "dlopen %s: %s", path, dlerror());
+    return so;
+}
+
+static const sy_plugin_desc *query_module(void *so, uint32_t abi)
+{
+    sy_plugin_query_fn q;
+    void *sym = dlsym(so, SY_PLUGIN_ENTRY_SYMBOL);
+    cr_assert_not_null(sym, "no %s", SY_PLUGIN_ENTRY_SYMBOL);
+    memcpy(&q, &sym, sizeof q);
+    return q(abi);
+}
+
+Test(cpu_module, exports_only_its_query_symbol)
+{
+    void *so = open_module();
+    cr_assert_not_null(dlsym(so, SY_PLUGIN_ENTRY_SYMBOL));
+    cr_assert_null(dlsym(so, "cpu_device_init"));
+    cr_assert_null(dlsym(so, "cpu_pool_run"));
+    cr_assert_null(dlsym(so, "sy__dequantize_row"));
+    dlclose(so);
+}
+
+Test(cpu_module, refuses_a_host_of_another_abi_major)
+{
+    void *so = open_module();
+    cr_assert_null(query_module(so, (SY_PLUGIN_ABI_MAJOR + 1) << 16));
+    const sy_plugin_desc *d = query_module(so, SY_PLUGIN_ABI_VERSION);
+    cr_assert_not_null(d);
+    cr_assert_eq(d->abi_version, SY_PLUGIN_ABI_VERSION);
+    cr_assert_eq(d->struct_size, sizeof(sy_plugin_desc));
+    cr_assert_str_eq(d->name, "cpu");
+    dlclose(so);
+}
+
+Test(cpu_module, moves_bytes_through_its_buffers)
+{
+    void *so = open_module();
+    const sy_plugin_desc *d = query_module(so, SY_PLUGIN_ABI_VERSION);
+    direct_host h;
+    direct_host_init(&h);
+    void *state = NULL;
+    cr_assert_eq(d->init(&h.host, &state), SY_OK, "init: %s", h.log);
+    cr_assert_eq(d->device_count(state), 1);
+
+    uint8_t src[1000], dst[1000];
+    for (int i = 0; i < 1000; i++)
+        src[i] = (uint8_t)(i * 7);
+    void *a = NULL, *b = NULL;
+    cr_assert_eq(d->buffer_alloc(state, 0, 1000, &a), SY_OK);
+    cr_assert_eq(d->buffer_alloc(state, 0, 1000, &b), SY_OK);
+    cr_assert_eq((uintptr_t)d->buffer_host_ptr(state, 0, a) % 64, 0, "buffers are 64-byte aligned");
+    cr_assert_eq(d->copy_in(state, 0, a, 0, src, 1000), SY_OK);
+    cr_assert_eq(d->copy_device(state, 0, b, 10, 0, a, 0, 990), SY_OK);
+    cr_assert_eq(d->copy_out(state, 0, b, 10, dst, 990), SY_OK);
+    cr_assert_eq(memcmp(src, dst, 990), 0);
+    cr_assert_neq(d->copy_in(state, 0, a, 900, src, 101), SY_OK, "copy past the end refused");
+    cr_assert_neq(d->copy_out(state, 0, a, 1001, dst, 0), SY_OK, "offset past the end refused");
+
+    void *imported = NULL;
+    cr_assert_eq(d->buffer_import_host(state, 0, src, sizeof src, &imported), SY_OK);
+    cr_assert_eq(d->buffer_host_ptr(state, 0, imported), (void *)src, "import does not copy");
+    d->buffer_free(state, 0, imported);
+    d->buffer_free(state, 0, a);
+    d->buffer_free(state, 0, b);
+    cr_assert_eq(d->synchronize(state, 0), SY_OK);
+    d->deinit(state);
+    dlclose(so);
+}
+
+static void check_self_test(const char *isa, const char *threads)
+{
+    setenv("SWITCHYARD_CPU_ISA", isa, 1);
+    setenv("SWITCHYARD_THREADS", threads, 1);
+    void *so = open_module();
+    const sy_plugin_desc *d = query_module(so, SY_PLUGIN_ABI_VERSION);
+    direct_host h;
+    direct_host_init(&h);
+    void *state = NULL;
+    cr_assert_eq(d->init(&h.host, &state), SY_OK, "init: %s", h.log);
+    char msg[256] = "";
+    sy_status st = d->self_test(state, 0, msg, sizeof msg);
+    cr_assert_eq(st, SY_OK, "self-test (%s, %s threads): %s", isa, threads, msg);
+    d->deinit(state);
+    dlclose(so);
+}
+
+Test(cpu_module, passes_its_self_test_with_every_kernel_table)
+{
+    check_self_test("scalar", "1");
+    check_self_test("scalar", "3");
+    check_self_test("auto", "2");
+}
+
+Test(cpu_module, logs_and_never_fails_on_a_bad_thread_count)
+{
+    setenv("SWITCHYARD_THREADS", "lots", 1);
+    void *so = open_module();
+    const sy_plugin_desc *d = query_module(so, SY_PLUGIN_ABI_VERSION);
+    direct_host h;
+    direct_host_init(&h);
+    void *state = NULL;
+    cr_assert_eq(d->init(&h.host, &state), SY_OK);
+    cr_assert(strstr(h.log, "SWITCHYARD_THREADS='lots'") != NULL, "log: %s", h.log);
+    d->deinit(state);
+    dlclose(so);
+}

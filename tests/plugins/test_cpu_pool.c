@@ -1,0 +1,138 @@
+/* Unit tests of the CPU plugin's thread pool, compiled straight into the
+ * test (the plugin exports nothing but its query symbol). */
+#include <criterion/criterion.h>
+#include <hwloc.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu_threadpool.h"
+
+static void *pool_alloc(void *ctx, size_t size, size_t align)
+{
+    void *p = NULL;
+    return posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1) == 0
+               ? p
+               : NULL;
+}
+
+static void pool_free(void *ctx, void *ptr)
+{
+    free(ptr);
+}
+
+static void pool_host_init(sy_host *h)
+{
+    memset(h, 0, sizeof *h);
+    h->abi_version = SY_PLUGIN_ABI_VERSION;
+    h->struct_size = sizeof *h;
+    h->alloc = pool_alloc;
+    h->free = pool_free;
+}
+
+#define POOL_MAX_CHUNKS 16
+
+/* Lives on the dispatching thread's stack, one per dispatch: a worker that
+ * touched it after cpu_pool_run() returned would corrupt the next one. */
+typedef struct pool_job {
+    atomic_uint runs[POOL_MAX_CHUNKS];
+    atomic_uint bad;
+    uint32_t n_threads;
+    uint32_t want_nth;
+} pool_job;
+
+static void pool_count_task(void *ctx, uint32_t ith, uint32_t nth, uint32_t lane)
+{
+    pool_job *job = ctx;
+    if (nth != job->want_nth || ith >= nth || lane >= job->n_threads)
+        atomic_fetch_add(&job->bad, 1);
+    else
+        atomic_fetch_add(&job->runs[ith], 1);
+}
+
+static void run_dispatches(uint32_t n_threads, bool pin, uint32_t n_dispatches, uint64_t seed)
+{
+    sy_host host;
+    pool_host_init(&host);
+    hwloc_topology_t topo;
+    cr_assert_eq(hwloc_topology_init(&topo), 0);
+    cr_assert_eq(hwloc_topology_load(topo), 0);
+    cpu_pool *pool = NULL;
+    cr_assert_eq(cpu_pool_create(&host, topo, n_threads, pin, &pool), SY_OK);
+    cr_assert_eq(cpu_pool_size(pool), n_threads);
+
+    uint64_t s = seed | 1;
+    for (uint32_t d = 0; d < n_dispatches; d++) {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        const uint32_t nth = 1 + (uint32_t)(s % POOL_MAX_CHUNKS);
+        const uint32_t eff = nth < n_threads ? nth : n_threads;
+        pool_job job;
+        memset(&job, 0, sizeof job);
+        job.n_threads = n_threads;
+        job.want_nth = eff;
+        cpu_pool_run(pool, pool_count_task, &job, nth);
+        cr_assert_eq(atomic_load(&job.bad), 0, "dispatch %u (seed %llu): wrong chunk arguments", d,
+                     (unsigned long long)seed);
+        for (uint32_t i = 0; i < POOL_MAX_CHUNKS; i++)
+            cr_assert_eq(atomic_load(&job.runs[i]), i < eff ? 1u : 0u,
+                         "dispatch %u of %u threads (seed %llu): chunk %u of %u ran %u times", d,
+                         n_threads, (unsigned long long)seed, i, eff, atomic_load(&job.runs[i]));
+        /* Now and then let the workers fall asleep, to cover the wake path. */
+        if (d % 500 == 499)
+            usleep(3000);
+    }
+    cpu_pool_destroy(pool);
+    hwloc_topology_destroy(topo);
+}
+
+static uint64_t pool_seed(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid();
+}
+
+Test(cpu_pool, runs_every_chunk_exactly_once_per_dispatch)
+{
+    const uint64_t seed = pool_seed();
+    for (uint32_t n = 1; n <= 4; n++)
+        run_dispatches(n, true, 3000, seed + n);
+}
+
+Test(cpu_pool, runs_every_chunk_exactly_once_with_more_threads_than_cores)
+{
+    const uint64_t seed = pool_seed();
+    run_dispatches(9, true, 2000, seed);
+    run_dispatches(5, false, 2000, seed + 1);
+}
+
+Test(cpu_pool, stops_workers_that_are_asleep)
+{
+    sy_host host;
+    pool_host_init(&host);
+    cpu_pool *pool = NULL;
+    cr_assert_eq(cpu_pool_create(&host, NULL, 4, false, &pool), SY_OK);
+    usleep(50000); /* past the spin phase: every worker sleeps */
+    pool_job job;
+    memset(&job, 0, sizeof job);
+    job.n_threads = 4;
+    job.want_nth = 4;
+    cpu_pool_run(pool, pool_count_task, &job, 4);
+    for (uint32_t i = 0; i < 4; i++)
+        cr_assert_eq(atomic_load(&job.runs[i]), 1u);
+    usleep(50000);
+    cpu_pool_destroy(pool);
+}
+
+Test(cpu_pool, refuses_zero_threads)
+{
+    sy_host host;
+    pool_host_init(&host);
+    cpu_pool *pool = (cpu_pool *)&host;
+    cr_assert_eq(cpu_pool_create(&host, NULL, 0, false, &pool), SY_E_INVALID_ARG);
+    cr_assert_null(pool);
+}
