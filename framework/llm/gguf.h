@@ -129,8 +129,8 @@ typedef struct sy_gguf_value {
 
 /* Converts the integer value |v| (any of the eight integer types) to the
  * requested type when the value fits; BOOL, floats, strings and arrays are
- * refused.  Returns SY_E_FORMAT for a wrong type or a value out of range.
- * Thread-safety: safe. */
+ * refused.  Returns SY_E_FORMAT for a wrong type or a value out of range;
+ * *out_value is then left unchanged.  Thread-safety: safe. */
 sy_status sy_gguf_value_as_u32(const sy_gguf_value *v, uint32_t *out_value);
 sy_status sy_gguf_value_as_i32(const sy_gguf_value *v, int32_t *out_value);
 sy_status sy_gguf_value_as_u64(const sy_gguf_value *v, uint64_t *out_value);
@@ -263,7 +263,11 @@ bool sy_gguf_has_key(const sy_gguf *g, const char *key);
  * key is absent, SY_E_FORMAT for a wrong type or an out-of-range value;
  * sy_gguf_last_error() then names the file, the key and the types.
  * Thread-safety: not safe concurrently on one handle (they record the last
- * error); the const functions above are. */
+ * error); the const functions above are.
+ * On error *out_value is left unchanged (unlike the house rule of zeroing
+ * out-params), so that a caller may preset the default of an optional key:
+ *     float base = 10000.0f;
+ *     if (sy_gguf_get_f32(g, "llama.rope.freq_base", &base) == SY_E_FORMAT) ... */
 sy_status sy_gguf_get_value(sy_gguf *g, const char *key, sy_gguf_value *out_value);
 sy_status sy_gguf_get_u32(sy_gguf *g, const char *key, uint32_t *out_value);
 sy_status sy_gguf_get_i32(sy_gguf *g, const char *key, int32_t *out_value);
