@@ -1,7 +1,7 @@
 /* Tokenizer: creation and validation of the description, the text -> id
- * and merge maps, queries and decoding.  Encoding is in tokenizer_encode.c
- * (special tokens), tokenizer_bpe.c, tokenizer_spm.c and
- * tokenizer_pretok.c. */
+ * and merge maps, and queries.  Encoding is in tokenizer_encode.c (special
+ * tokens), tokenizer_bpe.c, tokenizer_spm.c and tokenizer_pretok.c;
+ * decoding in tokenizer_decode.c. */
 #include "tokenizer_internal.h"
 
 #include <stdarg.h>
@@ -47,80 +47,6 @@ static const char *tok_quote(const char *s, size_t len, char *buf, size_t size)
     }
     buf[o] = 0;
     return buf;
-}
-
-/* ------------------------------------------------------------ scratch */
-
-sy_status sy__tok_buf_reserve(sy__tok_buf *b, size_t bytes)
-{
-    if (bytes <= b->cap)
-        return SY_OK;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < bytes) {
-        if (cap > SIZE_MAX / 2)
-            return SY_E_NO_MEMORY;
-        cap *= 2;
-    }
-    void *p = realloc(b->ptr, cap);
-    if (!p)
-        return SY_E_NO_MEMORY;
-    b->ptr = p;
-    b->cap = cap;
-    return SY_OK;
-}
-
-void sy__tok_work_free(sy__tok_work *w)
-{
-    free(w->cps.ptr);
-    free(w->offs.ptr);
-    free(w->flags.ptr);
-    free(w->cuts.ptr);
-    free(w->ends.ptr);
-    free(w->syms.ptr);
-    free(w->heap.ptr);
-    free(w->bytes.ptr);
-    memset(w, 0, sizeof *w);
-}
-
-sy_status sy__tok_heap_push(sy__tok_buf *heap, uint32_t *n, const sy__tok_pair *p)
-{
-    if (*n == UINT32_MAX)
-        return SY_E_LIMIT;
-    sy_status st = sy__tok_buf_reserve(heap, ((size_t)*n + 1) * sizeof(sy__tok_pair));
-    if (st != SY_OK)
-        return st;
-    sy__tok_pair *h = heap->ptr;
-    uint32_t i = (*n)++;
-    while (i > 0) {
-        uint32_t parent = (i - 1) / 2;
-        if (h[parent].key <= p->key)
-            break;
-        h[i] = h[parent];
-        i = parent;
-    }
-    h[i] = *p;
-    return SY_OK;
-}
-
-void sy__tok_heap_pop(sy__tok_buf *heap, uint32_t *n, sy__tok_pair *out_p)
-{
-    sy__tok_pair *h = heap->ptr;
-    *out_p = h[0];
-    sy__tok_pair last = h[--(*n)];
-    uint32_t i = 0, count = *n;
-    for (;;) {
-        uint32_t c = 2 * i + 1;
-        if (c >= count)
-            break;
-        if (c + 1 < count && h[c + 1].key < h[c].key)
-            c++;
-        if (last.key <= h[c].key)
-            break;
-        h[i] = h[c];
-        i = c;
-    }
-    if (count)
-        h[i] = last;
 }
 
 /* --------------------------------------------------------------- maps */
@@ -267,7 +193,7 @@ static sy_status tok_copy_texts(sy_tokenizer *tok, const sy_tokenizer_desc *d, c
     return SY_OK;
 }
 
-static bool tok_is_byte_text(const char *s, uint32_t len, uint8_t *out_byte)
+bool sy__tok_is_byte_text(const char *s, uint32_t len, uint8_t *out_byte)
 {
     static const char hex[] = "0123456789ABCDEF";
     if (len != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>')
@@ -295,7 +221,7 @@ static sy_status tok_set_types(sy_tokenizer *tok, const sy_tokenizer_desc *d, ch
         }
         uint8_t b;
         tok->types[i] = SY_TOKEN_NORMAL;
-        if (tok->model == SY__TOK_SPM && tok_is_byte_text(tok->text + tok->text_off[i], tok->text_len[i], &b))
+        if (tok->model == SY__TOK_SPM && sy__tok_is_byte_text(tok->text + tok->text_off[i], tok->text_len[i], &b))
             tok->types[i] = SY_TOKEN_BYTE;
     }
     if (!d->token_types) {
@@ -618,7 +544,7 @@ void sy_tokenizer_destroy(sy_tokenizer *tok)
 
 /* -------------------------------------------------------------- queries */
 
-static bool tok_valid_id(const sy_tokenizer *tok, int32_t id)
+bool sy__tok_valid_id(const sy_tokenizer *tok, int32_t id)
 {
     return tok && id >= 0 && (uint32_t)id < tok->n_tokens;
 }
@@ -641,7 +567,7 @@ uint32_t sy_tokenizer_n_tokens(const sy_tokenizer *tok) { return tok ? tok->n_to
 
 const char *sy_tokenizer_token_text(const sy_tokenizer *tok, int32_t id, uint32_t *out_len)
 {
-    if (!tok_valid_id(tok, id)) {
+    if (!sy__tok_valid_id(tok, id)) {
         if (out_len)
             *out_len = 0;
         return NULL;
@@ -653,12 +579,12 @@ const char *sy_tokenizer_token_text(const sy_tokenizer *tok, int32_t id, uint32_
 
 sy_token_type sy_tokenizer_token_type(const sy_tokenizer *tok, int32_t id)
 {
-    return tok_valid_id(tok, id) ? (sy_token_type)tok->types[id] : SY_TOKEN_UNDEFINED;
+    return sy__tok_valid_id(tok, id) ? (sy_token_type)tok->types[id] : SY_TOKEN_UNDEFINED;
 }
 
 float sy_tokenizer_token_score(const sy_tokenizer *tok, int32_t id)
 {
-    return tok_valid_id(tok, id) ? tok->scores[id] : 0.0f;
+    return sy__tok_valid_id(tok, id) ? tok->scores[id] : 0.0f;
 }
 
 int32_t sy_tokenizer_bos(const sy_tokenizer *tok) { return tok ? tok->bos : -1; }
@@ -671,7 +597,7 @@ bool sy_tokenizer_adds_eos(const sy_tokenizer *tok) { return tok && tok->add_eos
 
 bool sy_tokenizer_is_eog(const sy_tokenizer *tok, int32_t id)
 {
-    if (!tok_valid_id(tok, id))
+    if (!sy__tok_valid_id(tok, id))
         return false;
     for (uint32_t i = 0; i < tok->n_eog; i++)
         if (tok->eog[i] == id)
@@ -681,7 +607,7 @@ bool sy_tokenizer_is_eog(const sy_tokenizer *tok, int32_t id)
 
 bool sy_tokenizer_is_control(const sy_tokenizer *tok, int32_t id)
 {
-    if (!tok_valid_id(tok, id))
+    if (!sy__tok_valid_id(tok, id))
         return false;
     return tok->types[id] == SY_TOKEN_CONTROL || tok->types[id] == SY_TOKEN_UNKNOWN;
 }
@@ -700,110 +626,3 @@ const char *sy_tokenizer_pre(const sy_tokenizer *tok)
     return sy__pretok_name(tok->pre);
 }
 
-/* -------------------------------------------------------------- decode */
-
-/* Output of decoding: bytes are stored below |cap| and all are counted. */
-typedef struct tok_sink {
-    char *out;
-    size_t cap;
-    size_t pos;
-    bool strip_space; /* drop the next byte if it is a space */
-} tok_sink;
-
-static void tok_put(tok_sink *k, uint8_t byte)
-{
-    bool strip = k->strip_space && byte == ' ';
-    k->strip_space = false;
-    if (strip)
-        return;
-    if (k->pos < k->cap)
-        k->out[k->pos] = (char)byte;
-    k->pos++;
-}
-
-/* Appends the bytes token |id| stands for to |k|. */
-static void tok_decode_append(const sy_tokenizer *tok, int32_t id, tok_sink *k)
-{
-    const uint8_t *s = (const uint8_t *)tok->text + tok->text_off[id];
-    uint32_t len = tok->text_len[id];
-    uint8_t b;
-    switch ((sy_token_type)tok->types[id]) {
-    case SY_TOKEN_UNDEFINED:
-    case SY_TOKEN_UNUSED:
-        return;
-    case SY_TOKEN_CONTROL:
-    case SY_TOKEN_UNKNOWN:
-    case SY_TOKEN_USER_DEFINED:
-        for (uint32_t i = 0; i < len; i++)
-            tok_put(k, s[i]);
-        return;
-    case SY_TOKEN_BYTE:
-        if (tok->model == SY__TOK_SPM && tok_is_byte_text((const char *)s, len, &b)) {
-            tok_put(k, b);
-            return;
-        }
-        break; /* a byte token without <0xNN> text reads as a normal one */
-    case SY_TOKEN_NORMAL:
-        break;
-    }
-    for (uint32_t i = 0; i < len;) {
-        uint32_t cp;
-        size_t n = sy__utf8_decode(s + i, len - i, &cp);
-        int byte = -1;
-        if (tok->model == SY__TOK_SPM && cp == 0x2581)
-            byte = ' ';
-        else if (tok->model == SY__TOK_BPE)
-            byte = sy__gpt2_cp_to_byte(cp);
-        if (byte >= 0) {
-            tok_put(k, (uint8_t)byte);
-        } else {
-            /* SPM text, or a code point GPT-2's map lacks: kept as is. */
-            for (size_t j = 0; j < n; j++)
-                tok_put(k, s[i + j]);
-        }
-        i += (uint32_t)n;
-    }
-}
-
-/* Decodes |ids| (valid) into |out|; |strip| drops one leading space. */
-static sy_status tok_decode(const sy_tokenizer *tok, const int32_t *ids, uint32_t n, bool strip,
-                            char *out, size_t cap, size_t *out_len)
-{
-    /* Count first so that a short buffer is left untouched. */
-    tok_sink count = {NULL, 0, 0, strip};
-    for (uint32_t i = 0; i < n; i++)
-        tok_decode_append(tok, ids[i], &count);
-    *out_len = count.pos;
-    if (count.pos >= cap)
-        return SY_E_LIMIT;
-    tok_sink sink = {out, cap, 0, strip};
-    for (uint32_t i = 0; i < n; i++)
-        tok_decode_append(tok, ids[i], &sink);
-    out[sink.pos] = 0;
-    return SY_OK;
-}
-
-sy_status sy_tokenizer_decode_token(const sy_tokenizer *tok, int32_t id, char *out, size_t cap,
-                                    size_t *out_len)
-{
-    if (!out_len)
-        return SY_E_INVALID_ARG;
-    *out_len = 0;
-    if (!tok_valid_id(tok, id) || (!out && cap))
-        return SY_E_INVALID_ARG;
-    return tok_decode(tok, &id, 1, false, out, cap, out_len);
-}
-
-sy_status sy_tokenizer_decode(const sy_tokenizer *tok, const int32_t *ids, uint32_t n, char *out,
-                              size_t cap, size_t *out_len)
-{
-    if (!out_len)
-        return SY_E_INVALID_ARG;
-    *out_len = 0;
-    if (!tok || (!ids && n) || (!out && cap))
-        return SY_E_INVALID_ARG;
-    for (uint32_t i = 0; i < n; i++)
-        if (!tok_valid_id(tok, ids[i]))
-            return SY_E_INVALID_ARG;
-    return tok_decode(tok, ids, n, tok->add_space_prefix, out, cap, out_len);
-}

@@ -5,6 +5,82 @@
 
 #include "tokenizer_internal.h"
 
+/* ------------------------------------------------------------ scratch */
+
+sy_status sy__tok_buf_reserve(sy__tok_buf *b, size_t bytes)
+{
+    if (bytes <= b->cap)
+        return SY_OK;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < bytes) {
+        if (cap > SIZE_MAX / 2)
+            return SY_E_NO_MEMORY;
+        cap *= 2;
+    }
+    void *p = realloc(b->ptr, cap);
+    if (!p)
+        return SY_E_NO_MEMORY;
+    b->ptr = p;
+    b->cap = cap;
+    return SY_OK;
+}
+
+void sy__tok_work_free(sy__tok_work *w)
+{
+    free(w->cps.ptr);
+    free(w->offs.ptr);
+    free(w->flags.ptr);
+    free(w->cuts.ptr);
+    free(w->ends.ptr);
+    free(w->syms.ptr);
+    free(w->heap.ptr);
+    free(w->bytes.ptr);
+    memset(w, 0, sizeof *w);
+}
+
+sy_status sy__tok_heap_push(sy__tok_buf *heap, uint32_t *n, const sy__tok_pair *p)
+{
+    if (*n == UINT32_MAX)
+        return SY_E_LIMIT;
+    sy_status st = sy__tok_buf_reserve(heap, ((size_t)*n + 1) * sizeof(sy__tok_pair));
+    if (st != SY_OK)
+        return st;
+    sy__tok_pair *h = heap->ptr;
+    uint32_t i = (*n)++;
+    while (i > 0) {
+        uint32_t parent = (i - 1) / 2;
+        if (h[parent].key <= p->key)
+            break;
+        h[i] = h[parent];
+        i = parent;
+    }
+    h[i] = *p;
+    return SY_OK;
+}
+
+void sy__tok_heap_pop(sy__tok_buf *heap, uint32_t *n, sy__tok_pair *out_p)
+{
+    sy__tok_pair *h = heap->ptr;
+    *out_p = h[0];
+    sy__tok_pair last = h[--(*n)];
+    uint32_t i = 0, count = *n;
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= count)
+            break;
+        if (c + 1 < count && h[c + 1].key < h[c].key)
+            c++;
+        if (last.key <= h[c].key)
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (count)
+        h[i] = last;
+}
+
+/* ---------------------------------------------------------- encoding */
+
 /* A piece of the input: raw text (id -1) or one special token. */
 typedef struct tok_frag {
     uint32_t off, len;

@@ -103,6 +103,13 @@ typedef struct sy__tok_work {
 
 void sy__tok_work_free(sy__tok_work *w);
 
+/* True when |id| is inside |tok|'s vocabulary (|tok| may be NULL). */
+bool sy__tok_valid_id(const sy_tokenizer *tok, int32_t id);
+
+/* True when the |len| bytes at |s| are "<0xNN>" (upper-case hex); the
+ * byte in *out_byte. */
+bool sy__tok_is_byte_text(const char *s, uint32_t len, uint8_t *out_byte);
+
 /* Returns the id whose text is the |len| bytes at |s|, or -1. */
 int32_t sy__tok_lookup(const sy_tokenizer *tok, const void *s, size_t len);
 
