@@ -25,15 +25,22 @@
  *  3. With |add_special|, BOS is put first when add_bos is set and EOS last
  *     when add_eos is set.
  *
- * Differences from llama.cpp, all on input it handles poorly: invalid UTF-8
- * bytes are kept as themselves (byte-level BPE encodes them exactly; SPM
- * writes byte tokens) where llama.cpp substitutes U+FFFD; bytes that no
- * token can represent become the UNK token (or SY_E_UNSUPPORTED without
- * one) where llama.cpp drops them or throws.
+ * Invalid UTF-8 is handled as llama.cpp does: byte-level BPE replaces each
+ * byte that does not start a valid sequence by U+FFFD (so such input does
+ * not decode back byte for byte); SentencePiece takes a character's length
+ * from its first byte and writes what forms no token as byte tokens (so
+ * every byte decodes back).  Differences from llama.cpp, all on input it
+ * handles poorly: overlong forms, surrogates and code points past U+10FFFF
+ * count as invalid here (llama.cpp decodes some of them leniently or
+ * throws); in SentencePiece a byte without a <0xNN> token becomes UNK (or
+ * SY_E_UNSUPPORTED without one) where llama.cpp throws.  Like llama.cpp,
+ * byte-level BPE drops a byte whose code point is not in the vocabulary
+ * (SmolLM2's lacks 0x04, 0xF5 and a few more).
  *
  * Decoding reverses this: GPT-2 code points back to bytes, "▁" back to a
  * space, byte tokens to their byte; CONTROL, UNKNOWN and USER_DEFINED tokens
- * are written as their text.
+ * are written as their text.  So decode(encode(s)) == s for valid UTF-8,
+ * except that SentencePiece reads a literal U+2581 in |s| as a space.
  *
  * Library-internal API of libswitchyard (framework/llm); not installed. */
 #ifndef SWITCHYARD_LLM_TOKENIZER_H
@@ -120,8 +127,8 @@ void sy_tokenizer_destroy(sy_tokenizer *tok);
  * |cap| ids to |out_ids| (may be NULL when |cap| is 0) and the number of
  * ids of the whole encoding to *out_n.
  * Errors: SY_E_LIMIT when |cap| is too small: *out_n is the count needed
- * and |out_ids| holds the first |cap| of them; SY_E_UNSUPPORTED when a
- * byte has no token and there is no UNK token; SY_E_NO_MEMORY.
+ * and |out_ids| holds the first |cap| of them; SY_E_UNSUPPORTED (llama)
+ * when a byte has no byte token and there is no UNK token; SY_E_NO_MEMORY.
  * Thread-safety: safe concurrently on one tokenizer (it is read only). */
 sy_status sy_tokenizer_encode(const sy_tokenizer *tok, const char *text, size_t len,
                               bool add_special, bool parse_special, int32_t *out_ids,

@@ -1,5 +1,8 @@
-/* Byte-level BPE ("gpt2"): pre-tokenizer words, GPT-2 byte mapping,
- * merges applied lowest rank first (leftmost first on ties). */
+/* Byte-level BPE ("gpt2"): invalid UTF-8 replaced by U+FFFD, pre-tokenizer
+ * words, GPT-2 byte mapping, merges applied lowest rank first (leftmost
+ * first on ties). */
+#include <string.h>
+
 #include "tokenizer_internal.h"
 #include "unicode.h"
 
@@ -81,11 +84,52 @@ static sy_status bpe_word(const sy_tokenizer *tok, sy__tok_work *w, const uint8_
             sy__tok_out_push(out, syms[i].id);
             continue;
         }
-        /* Only a single byte whose code point is no token gets here. */
-        for (uint32_t k = 0; k < syms[i].len; k++)
-            if ((st = sy__tok_push_byte(tok, word[syms[i].start + k], out)) != SY_OK)
-                return st;
+        /* Only a single byte whose code point is no token gets here (some
+         * vocabularies lack bytes such as 0x04 or 0xF5).  llama.cpp drops
+         * such a byte, and so do we: the model never saw it, and UNK is
+         * often an end-of-text token in byte-level vocabularies. */
     }
+    return SY_OK;
+}
+
+/* Replaces every byte of invalid UTF-8 in |text| by U+FFFD, as llama.cpp
+ * does before byte-level BPE; *out_text is |text| itself when it is valid,
+ * else the copy in |w->clean|. */
+static sy_status bpe_clean_utf8(sy__tok_work *w, const uint8_t *text, size_t len,
+                                const uint8_t **out_text, size_t *out_len)
+{
+    static const uint8_t replacement[3] = {0xef, 0xbf, 0xbd};
+    size_t i = 0;
+    uint32_t cp;
+    while (i < len) {
+        size_t k = sy__utf8_decode(text + i, len - i, &cp);
+        if (cp == SY_UNICODE_INVALID)
+            break;
+        i += k;
+    }
+    *out_text = text;
+    *out_len = len;
+    if (i == len)
+        return SY_OK;
+    sy_status st = sy__tok_buf_reserve(&w->clean, len * 3);
+    if (st != SY_OK)
+        return st;
+    uint8_t *out = w->clean.ptr;
+    memcpy(out, text, i);
+    size_t o = i;
+    while (i < len) {
+        size_t k = sy__utf8_decode(text + i, len - i, &cp);
+        if (cp == SY_UNICODE_INVALID) {
+            memcpy(out + o, replacement, 3);
+            o += 3;
+        } else {
+            memcpy(out + o, text + i, k);
+            o += k;
+        }
+        i += k;
+    }
+    *out_text = out;
+    *out_len = o;
     return SY_OK;
 }
 
@@ -94,8 +138,12 @@ sy_status sy__tok_encode_bpe(const sy_tokenizer *tok, sy__tok_work *w, const uin
 {
     if (!len)
         return SY_OK;
-    sy_status st = sy__tok_buf_reserve(&w->ends, len * sizeof(uint32_t));
+    sy_status st = bpe_clean_utf8(w, text, len, &text, &len);
     if (st != SY_OK)
+        return st;
+    if (len >= UINT32_MAX / 8)
+        return SY_E_LIMIT;
+    if ((st = sy__tok_buf_reserve(&w->ends, len * sizeof(uint32_t))) != SY_OK)
         return st;
     uint32_t n_words;
     st = sy__pretok_split(tok->pre, w, text, len, w->ends.ptr, (uint32_t)len, &n_words);

@@ -35,6 +35,7 @@ void sy__tok_work_free(sy__tok_work *w)
     free(w->syms.ptr);
     free(w->heap.ptr);
     free(w->bytes.ptr);
+    free(w->clean.ptr);
     memset(w, 0, sizeof *w);
 }
 

@@ -98,7 +98,7 @@ static inline void sy__tok_out_push(sy__tok_out *o, int32_t id)
 
 /* Scratch for the model encoders, reused across the pieces of one call. */
 typedef struct sy__tok_work {
-    sy__tok_buf cps, offs, flags, cuts, ends, syms, heap, bytes;
+    sy__tok_buf cps, offs, flags, cuts, ends, syms, heap, bytes, clean;
 } sy__tok_work;
 
 void sy__tok_work_free(sy__tok_work *w);
@@ -117,8 +117,8 @@ int32_t sy__tok_lookup(const sy_tokenizer *tok, const void *s, size_t len);
 bool sy__tok_merge_find(const sy_tokenizer *tok, int32_t left, int32_t right,
                         uint32_t *out_rank, int32_t *out_result);
 
-/* Writes the token that stands for byte |b| when nothing else can: its
- * byte token, else UNK; SY_E_UNSUPPORTED without either. */
+/* Writes the token that stands for byte |b| when nothing else can (SPM):
+ * its byte token, else UNK; SY_E_UNSUPPORTED without either. */
 sy_status sy__tok_push_byte(const sy_tokenizer *tok, uint8_t b, sy__tok_out *out);
 
 /* Encodes one piece of raw text (no special tokens in it) with byte-level

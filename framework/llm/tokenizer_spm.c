@@ -5,7 +5,9 @@
 #include <string.h>
 
 #include "tokenizer_internal.h"
-#include "unicode.h"
+
+/* UTF-8 sequence length by the high nibble of the first byte. */
+static const uint8_t spm_char_len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
 
 /* Maps a float to a uint32 whose unsigned order is the float's order. */
 static uint32_t spm_order(float f)
@@ -58,14 +60,18 @@ sy_status sy__tok_encode_spm(const sy_tokenizer *tok, sy__tok_work *w, const uin
             buf[n++] = text[i];
         }
     }
-    /* One symbol per character (per byte of invalid UTF-8). */
+    /* One symbol per character.  As in llama.cpp, a character's length is
+     * read from its first byte alone (1 for ASCII and stray continuation
+     * bytes, 2 for C0..DF, 3 for E0..EF, 4 for F0..FF), so invalid UTF-8
+     * makes symbols that are no token and end up as byte tokens. */
     if ((st = sy__tok_buf_reserve(&w->syms, n * sizeof(sy__tok_sym))) != SY_OK)
         return st;
     sy__tok_sym *syms = w->syms.ptr;
     uint32_t n_syms = 0;
     for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        size_t k = sy__utf8_decode(buf + i, n - i, &cp);
+        size_t k = spm_char_len[buf[i] >> 4];
+        if (k > n - i)
+            k = n - i;
         syms[n_syms] = (sy__tok_sym){(uint32_t)i, (uint32_t)k, (int32_t)n_syms - 1,
                                      (int32_t)n_syms + 1, sy__tok_lookup(tok, buf + i, k)};
         n_syms++;
