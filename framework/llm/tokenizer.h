@@ -76,11 +76,13 @@ typedef struct sy_tokenizer_desc {
     const char *model; /* tokenizer.ggml.model: "gpt2" | "llama" */
     /* tokenizer.ggml.pre (gpt2 only): NULL or "default" (llama.cpp's BPE
      * default: runs of punctuation, then GPT-2, then numbers in groups of
-     * three ASCII digits); "gpt2", "gpt-2", "phi-2", "jina-es", "roberta-bpe" (GPT-2);
-     * "llama3", "llama-v3", "llama-bpe", "falcon3", "pixtral", "smaug-bpe"
-     * (Llama-3: digits in groups of up to three); "qwen2", "deepseek-r1-qwen",
-     * "megrez" (Llama-3 with single digits); "smollm", "starcoder",
-     * "refact", "command-r", "codeshell", "exaone", "minerva" (each digit
+     * three ASCII digits); "gpt2", "gpt-2", "phi-2", "jina-es", "jina-de",
+     * "roberta-bpe" (GPT-2); "llama3", "llama-v3", "llama-bpe", "falcon3",
+     * "falcon-h1", "pixtral", "midm-2.0", "lfm2" (Llama-3: digits in
+     * groups of up to three; a word that is a token is not merged);
+     * "qwen2", "deepseek-r1-qwen", "megrez" (Llama-3 with single digits);
+     * "smollm", "starcoder", "refact", "command-r", "codeshell", "exaone",
+     * "minerva-7b" (each digit
      * alone, then GPT-2).  Other names are refused with SY_E_UNSUPPORTED. */
     const char *pre;
     uint32_t n_tokens;
@@ -203,8 +205,8 @@ struct sy_gguf;
  * model, pre, tokens, token_type, scores, merges, bos/eos/eot/eom/
  * unknown/padding_token_id, add_bos_token, add_eos_token,
  * add_space_prefix.  Missing optional keys take llama.cpp's defaults
- * (add_bos: true for llama, false for gpt2; add_space_prefix: true for
- * llama).  |pre|, when not NULL, replaces tokenizer.ggml.pre (tests use
+ * (add_bos: true for llama and for gpt2 with a Llama-3 pre-tokenizer,
+ * else false; add_space_prefix: true for llama).  |pre|, when not NULL, replaces tokenizer.ggml.pre (tests use
  * it to try other pre-tokenizers on a real vocabulary).
  * Errors: those of sy_tokenizer_create(), SY_E_FORMAT for missing or
  * mistyped keys (named in |err|).

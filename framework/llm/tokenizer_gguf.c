@@ -5,6 +5,7 @@
 
 #include "gguf.h"
 #include "tokenizer.h"
+#include "tokenizer_internal.h"
 
 /* Reads an optional id key; -1 when absent or stored as UINT32_MAX
  * (some converters write that for "none"). */
@@ -151,6 +152,10 @@ sy_status sy_tokenizer_create_from_gguf(struct sy_gguf *g, const char *pre,
         goto out_free;
     }
     bool spm = strcmp(model, "llama") == 0;
+    const char *use_pre = pre ? pre : file_pre;
+    sy__pretok pre_kind = SY__PRE_DEFAULT;
+    bool bos_default = spm || (strcmp(model, "gpt2") == 0 &&
+                               sy__pretok_from_name(use_pre, &pre_kind) && pre_kind == SY__PRE_LLAMA3);
     if ((st = gguf_tok_strs(g, "tokenizer.ggml.tokens", true, &tokens, &token_lens, &n_tokens, err,
                             err_size)) != SY_OK ||
         (st = gguf_tok_strs(g, "tokenizer.ggml.merges", false, &merges, &merge_lens, &n_merges,
@@ -161,7 +166,7 @@ sy_status sy_tokenizer_create_from_gguf(struct sy_gguf *g, const char *pre,
                             err, err_size)) != SY_OK)
         goto out_free;
     d.model = model;
-    d.pre = pre ? pre : file_pre;
+    d.pre = use_pre;
     d.n_tokens = n_tokens;
     d.tokens = tokens;
     d.token_lengths = token_lens;
@@ -176,7 +181,7 @@ sy_status sy_tokenizer_create_from_gguf(struct sy_gguf *g, const char *pre,
         (st = gguf_tok_id(g, "tokenizer.ggml.eom_token_id", &d.eom, err, err_size)) != SY_OK ||
         (st = gguf_tok_id(g, "tokenizer.ggml.unknown_token_id", &d.unk, err, err_size)) != SY_OK ||
         (st = gguf_tok_id(g, "tokenizer.ggml.padding_token_id", &d.pad, err, err_size)) != SY_OK ||
-        (st = gguf_tok_bool(g, "tokenizer.ggml.add_bos_token", spm, &d.add_bos, err, err_size)) != SY_OK ||
+        (st = gguf_tok_bool(g, "tokenizer.ggml.add_bos_token", bos_default, &d.add_bos, err, err_size)) != SY_OK ||
         (st = gguf_tok_bool(g, "tokenizer.ggml.add_eos_token", false, &d.add_eos, err, err_size)) != SY_OK ||
         (st = gguf_tok_bool(g, "tokenizer.ggml.add_space_prefix", spm, &d.add_space_prefix, err,
                             err_size)) != SY_OK)

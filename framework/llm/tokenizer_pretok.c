@@ -201,18 +201,36 @@ static const pre_chain pre_chains[] = {
     [SY__PRE_DEFAULT] = {"default", 4, {match_punct_run, match_gpt2, match_numbers, match_three_digits}},
 };
 
+/* tokenizer.ggml.pre names, grouped as llama.cpp groups them. */
 static const struct {
     const char *name;
     sy__pretok pre;
 } pre_names[] = {
-    {"default", SY__PRE_DEFAULT},     {"gpt2", SY__PRE_GPT2},         {"gpt-2", SY__PRE_GPT2},
-    {"phi-2", SY__PRE_GPT2},          {"jina-es", SY__PRE_GPT2},      {"roberta-bpe", SY__PRE_GPT2},
-    {"llama3", SY__PRE_LLAMA3},       {"llama-v3", SY__PRE_LLAMA3},   {"llama-bpe", SY__PRE_LLAMA3},
-    {"falcon3", SY__PRE_LLAMA3},      {"pixtral", SY__PRE_LLAMA3},    {"smaug-bpe", SY__PRE_LLAMA3},
-    {"qwen2", SY__PRE_QWEN2},         {"deepseek-r1-qwen", SY__PRE_QWEN2}, {"megrez", SY__PRE_QWEN2},
-    {"smollm", SY__PRE_SMOLLM},       {"starcoder", SY__PRE_SMOLLM},  {"refact", SY__PRE_SMOLLM},
-    {"command-r", SY__PRE_SMOLLM},    {"codeshell", SY__PRE_SMOLLM},  {"exaone", SY__PRE_SMOLLM},
-    {"minerva", SY__PRE_SMOLLM},
+    {"default", SY__PRE_DEFAULT},
+    {"gpt2", SY__PRE_GPT2},
+    {"gpt-2", SY__PRE_GPT2},
+    {"phi-2", SY__PRE_GPT2},
+    {"jina-es", SY__PRE_GPT2},
+    {"jina-de", SY__PRE_GPT2},
+    {"roberta-bpe", SY__PRE_GPT2},
+    {"llama3", SY__PRE_LLAMA3},
+    {"llama-v3", SY__PRE_LLAMA3},
+    {"llama-bpe", SY__PRE_LLAMA3},
+    {"falcon3", SY__PRE_LLAMA3},
+    {"falcon-h1", SY__PRE_LLAMA3},
+    {"pixtral", SY__PRE_LLAMA3},
+    {"midm-2.0", SY__PRE_LLAMA3},
+    {"lfm2", SY__PRE_LLAMA3},
+    {"qwen2", SY__PRE_QWEN2},
+    {"deepseek-r1-qwen", SY__PRE_QWEN2},
+    {"megrez", SY__PRE_QWEN2},
+    {"smollm", SY__PRE_SMOLLM},
+    {"starcoder", SY__PRE_SMOLLM},
+    {"refact", SY__PRE_SMOLLM},
+    {"command-r", SY__PRE_SMOLLM},
+    {"codeshell", SY__PRE_SMOLLM},
+    {"exaone", SY__PRE_SMOLLM},
+    {"minerva-7b", SY__PRE_SMOLLM},
 };
 
 bool sy__pretok_from_name(const char *name, sy__pretok *out_pre)
