@@ -17,7 +17,7 @@ tokenizer below it writes two lines:
 Tokenizers:
   smollm2          SmolLM2's own vocabulary (gpt2, pre "smollm")
   smollm2-<pre>    the same vocabulary with tokenizer.ggml.pre replaced by
-                   gpt2 / llama3 / qwen2 / default, to check each hand-written
+                   gpt-2 / llama3 / qwen2 / default, to check each hand-written
                    pre-tokenizer against llama.cpp's (a metadata-only copy of
                    the file is written to a temporary directory for this)
   gemma3           Gemma 3's vocabulary (llama / SentencePiece, 262144 tokens)
@@ -35,7 +35,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "tokenizer")
 SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GEMMA3 = "gemma-3-270m-q4_k_m.gguf"
-PRE_VARIANTS = ["gpt2", "llama3", "qwen2", "default"]
+# golden file suffix -> tokenizer.ggml.pre written into the copy
+PRE_VARIANTS = {"gpt2": "gpt-2", "llama3": "llama3", "qwen2": "qwen2", "default": "default"}
 
 
 def unescape(line: bytes) -> bytes:
@@ -149,10 +150,10 @@ def main():
             sys.exit("missing %s: run tools/fetch-models.sh first" % p)
     write_goldens("smollm2", smol, "smollm", cases, args.out, smol)
     with tempfile.TemporaryDirectory() as tmp:
-        for pre in PRE_VARIANTS:
-            dst = os.path.join(tmp, "smollm2-%s.gguf" % pre)
+        for suffix, pre in PRE_VARIANTS.items():
+            dst = os.path.join(tmp, "smollm2-%s.gguf" % suffix)
             metadata_copy(smol, dst, pre)
-            write_goldens("smollm2-" + pre, dst, pre, cases, args.out, smol)
+            write_goldens("smollm2-" + suffix, dst, pre, cases, args.out, smol)
     write_goldens("gemma3", gemma, "default", cases, args.out, gemma)
 
 

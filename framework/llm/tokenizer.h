@@ -76,7 +76,7 @@ typedef struct sy_tokenizer_desc {
     const char *model; /* tokenizer.ggml.model: "gpt2" | "llama" */
     /* tokenizer.ggml.pre (gpt2 only): NULL or "default" (llama.cpp's BPE
      * default: runs of punctuation, then GPT-2, then numbers in groups of
-     * three ASCII digits); "gpt2", "gpt-2", "phi-2", "jina-es", "jina-de",
+     * three ASCII digits); "gpt-2", "phi-2", "jina-es", "jina-de",
      * "roberta-bpe" (GPT-2); "llama3", "llama-v3", "llama-bpe", "falcon3",
      * "falcon-h1", "pixtral", "midm-2.0", "lfm2" (Llama-3: digits in
      * groups of up to three; a word that is a token is not merged);

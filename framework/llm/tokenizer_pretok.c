@@ -207,7 +207,6 @@ static const struct {
     sy__pretok pre;
 } pre_names[] = {
     {"default", SY__PRE_DEFAULT},
-    {"gpt2", SY__PRE_GPT2},
     {"gpt-2", SY__PRE_GPT2},
     {"phi-2", SY__PRE_GPT2},
     {"jina-es", SY__PRE_GPT2},

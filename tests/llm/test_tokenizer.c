@@ -180,7 +180,7 @@ Test(tokenizer, bpe_applies_merges_in_rank_order)
     v.merges[v.n_merges++] = "a bc";
     sy_tokenizer_desc d;
     sy_tokenizer_desc_init(&d);
-    sy_tokenizer *tok = tv_create(&v, "gpt2", "gpt2", &d);
+    sy_tokenizer *tok = tv_create(&v, "gpt2", "gpt-2", &d);
     /* "b c" ranks first, so "abc" is a + bc, then a + bc -> abc. */
     EXPECT_IDS(tok, "abc", false, false, abc);
     EXPECT_IDS(tok, "abd", false, false, ab, 'd');
@@ -191,7 +191,7 @@ Test(tokenizer, bpe_applies_merges_in_rank_order)
     v.merges[0] = "a b";
     v.merges[1] = "b c";
     v.n_merges = 2;
-    tok = tv_create(&v, "gpt2", "gpt2", &d);
+    tok = tv_create(&v, "gpt2", "gpt-2", &d);
     EXPECT_IDS(tok, "abc", false, false, ab, 'c');
     sy_tokenizer_destroy(tok);
     tv_free(&v);
@@ -205,7 +205,7 @@ Test(tokenizer, bpe_merges_the_leftmost_pair_on_equal_rank)
     v.merges[v.n_merges++] = "a a";
     sy_tokenizer_desc d;
     sy_tokenizer_desc_init(&d);
-    sy_tokenizer *tok = tv_create(&v, "gpt2", "gpt2", &d);
+    sy_tokenizer *tok = tv_create(&v, "gpt2", "gpt-2", &d);
     EXPECT_IDS(tok, "aaa", false, false, aa, 'a');
     EXPECT_IDS(tok, "aaaa", false, false, aa, aa);
     sy_tokenizer_destroy(tok);
@@ -221,7 +221,7 @@ Test(tokenizer, bpe_maps_spaces_and_control_bytes_through_gpt2_code_points)
     v.merges[v.n_merges++] = "\xc4\xa0 a";
     sy_tokenizer_desc d;
     sy_tokenizer_desc_init(&d);
-    sy_tokenizer *tok = tv_create(&v, "gpt2", "gpt2", &d);
+    sy_tokenizer *tok = tv_create(&v, "gpt2", "gpt-2", &d);
     EXPECT_IDS(tok, "a a", false, false, 'a', sp_a);
     EXPECT_IDS(tok, "\n\t", false, false, '\n', '\t');
     const char text[] = "a a\n\t\x01\x7f\xc2\xad end";
@@ -254,7 +254,7 @@ Test(tokenizer, cuts_control_tokens_only_when_parsing_special_text)
     int32_t user = tv_add(&v, "<u>", SY_TOKEN_USER_DEFINED, 0);
     sy_tokenizer_desc d;
     sy_tokenizer_desc_init(&d);
-    sy_tokenizer *tok = tv_create(&v, "gpt2", "gpt2", &d);
+    sy_tokenizer *tok = tv_create(&v, "gpt2", "gpt-2", &d);
     EXPECT_IDS(tok, "x<|s|>y", false, true, 'x', start, 'y');
     EXPECT_IDS(tok, "x<|s|>", false, false, 'x', '<', '|', 's', '|', '>');
     /* USER_DEFINED tokens are cut either way (as llama.cpp does). */
@@ -273,7 +273,7 @@ Test(tokenizer, cuts_longer_special_tokens_first)
     int32_t bcd = tv_add(&v, "ab><cd", SY_TOKEN_CONTROL, 0);
     sy_tokenizer_desc d;
     sy_tokenizer_desc_init(&d);
-    sy_tokenizer *tok = tv_create(&v, "gpt2", "gpt2", &d);
+    sy_tokenizer *tok = tv_create(&v, "gpt2", "gpt-2", &d);
     /* The six-byte token is cut first even though "<ab>" starts earlier. */
     EXPECT_IDS(tok, "<ab><cd>", false, true, '<', bcd, '>');
     EXPECT_IDS(tok, "<ab><ab>", false, true, ab, ab);
@@ -290,7 +290,7 @@ Test(tokenizer, adds_bos_and_eos_only_with_add_special)
     sy_tokenizer_desc d;
     sy_tokenizer_desc_init(&d);
     d.bos = bos, d.eos = eos, d.add_bos = true, d.add_eos = true;
-    sy_tokenizer *tok = tv_create(&v, "gpt2", "gpt2", &d);
+    sy_tokenizer *tok = tv_create(&v, "gpt2", "gpt-2", &d);
     EXPECT_IDS(tok, "a", true, false, bos, 'a', eos);
     EXPECT_IDS(tok, "a", false, false, 'a');
     uint32_t n = 99;
@@ -309,7 +309,7 @@ Test(tokenizer, reports_the_needed_count_when_the_buffer_is_short)
     tv_add_gpt2_bytes(&v);
     sy_tokenizer_desc d;
     sy_tokenizer_desc_init(&d);
-    sy_tokenizer *tok = tv_create(&v, "gpt2", "gpt2", &d);
+    sy_tokenizer *tok = tv_create(&v, "gpt2", "gpt-2", &d);
     int32_t ids[3] = {-7, -7, -7};
     uint32_t n = 0;
     cr_assert_eq(sy_tokenizer_encode(tok, "hello", 5, false, false, ids, 2, &n), SY_E_LIMIT);
@@ -419,14 +419,14 @@ Test(tokenizer, survives_odd_vocabularies)
     (void)a1;
     sy_tokenizer_desc d;
     sy_tokenizer_desc_init(&d);
-    sy_tokenizer *tok = tv_create(&v, "gpt2", "gpt2", &d);
+    sy_tokenizer *tok = tv_create(&v, "gpt2", "gpt-2", &d);
     EXPECT_IDS(tok, "aa", false, true, a2, a2); /* the last duplicate wins */
     /* A byte without a token is dropped (as llama.cpp does), UNK or not. */
     EXPECT_IDS(tok, "ab", false, false, a2);
     sy_tokenizer_destroy(tok);
     int32_t unk = tv_add(&v, "<unk>", SY_TOKEN_UNKNOWN, 0);
     d.unk = unk;
-    tok = tv_create(&v, "gpt2", "gpt2", &d);
+    tok = tv_create(&v, "gpt2", "gpt-2", &d);
     EXPECT_IDS(tok, "ab", false, false, a2);
     int32_t id;
     cr_assert_eq(sy_tokenizer_find(tok, "<unk>", &id), SY_OK);
@@ -840,7 +840,7 @@ Test(tokenizer_golden, smollm2_matches_llama_cpp_on_the_corpus, .timeout = 120)
 
 Test(tokenizer_golden, gpt2_pre_tokenizer_matches_llama_cpp_on_smollm2_vocabulary, .timeout = 120)
 {
-    check_goldens(SMOLLM2, "gpt2", "smollm2-gpt2.golden");
+    check_goldens(SMOLLM2, "gpt-2", "smollm2-gpt2.golden");
 }
 
 Test(tokenizer_golden, llama3_pre_tokenizer_matches_llama_cpp_on_smollm2_vocabulary, .timeout = 120)
