@@ -67,7 +67,8 @@ def main():
         ("t.bool", BOOL, 1),
         ("tokenizer.ggml.tokens", ARR, (STR, ["<unk>", "a", "b", "ab"])),
         ("tokenizer.ggml.scores", ARR, (F32, [0.0, -1.0, -2.0, -3.0])),
-        ("a.nested", ARR, (ARR, [(U32, [1, 2]), (STR, ["x"]), (ARR, [(I8, [-1])])])),
+        ("a.nested", ARR, (ARR, [(U32, [1, 2]), (STR, ["x", "yz", ""]),
+                                 (ARR, [(I8, [-1]), (STR, ["a", "bc"]), (ARR, [(U8, [7])])])])),
     ]
     tensors = [("token_embd.weight", [32, 4], 8), ("blk.0.attn_norm.weight", [32], 0),
                ("blk.0.ffn_up.weight", [256, 2], 12)]
