@@ -73,6 +73,8 @@ enum {
     SY_GGML_TYPE_F16 = 1,
     SY_GGML_TYPE_Q4_0 = 2,
     SY_GGML_TYPE_Q4_1 = 3,
+    SY_GGML_TYPE_Q5_0 = 6,
+    SY_GGML_TYPE_Q5_1 = 7,
     SY_GGML_TYPE_Q8_0 = 8,
     SY_GGML_TYPE_Q4_K = 12,
     SY_GGML_TYPE_Q5_K = 13,

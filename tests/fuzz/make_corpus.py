@@ -15,8 +15,8 @@ U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
 FMT = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f",
        BOOL: "<B", U64: "<Q", I64: "<q", F64: "<d"}
 # ggml type id -> (elements per block, bytes per block)
-GGML = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 8: (32, 34), 12: (256, 144),
-        13: (256, 176), 14: (256, 210), 26: (1, 4), 30: (1, 2)}
+GGML = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),
+        12: (256, 144), 13: (256, 176), 14: (256, 210), 26: (1, 4), 30: (1, 2)}
 
 
 def s(text):
@@ -87,7 +87,7 @@ def main():
     files["bad_huge_n_kv.gguf"] = good[:16] + struct.pack("<Q", 1 << 62) + good[24:]
     files["bad_tensor_past_end.gguf"] = gguf([], [("w", [64], 0)])[:-128]
     files["bad_unknown_dtype.gguf"] = gguf([], [("w", [32], 2)]).replace(
-        struct.pack("<IQ", 2, 0), struct.pack("<IQ", 6, 0), 1)
+        struct.pack("<IQ", 2, 0), struct.pack("<IQ", 9, 0), 1)
     for name, data in sorted(files.items()):
         with open(os.path.join(OUT, name), "wb") as f:
             f.write(data)

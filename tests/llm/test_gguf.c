@@ -571,7 +571,8 @@ Test(gguf, maps_every_supported_ggml_type_and_sizes_its_tensor)
         uint64_t bytes_per_256;
     } cases[] = {
         {0, SY_DTYPE_F32, 1024},  {1, SY_DTYPE_F16, 512},   {2, SY_DTYPE_Q4_0, 144},
-        {3, SY_DTYPE_Q4_1, 160},  {8, SY_DTYPE_Q8_0, 272},  {12, SY_DTYPE_Q4_K, 144},
+        {3, SY_DTYPE_Q4_1, 160},  {6, SY_DTYPE_Q5_0, 176},  {7, SY_DTYPE_Q5_1, 192},
+        {8, SY_DTYPE_Q8_0, 272},  {12, SY_DTYPE_Q4_K, 144},
         {13, SY_DTYPE_Q5_K, 176}, {14, SY_DTYPE_Q6_K, 210}, {26, SY_DTYPE_I32, 1024},
         {30, SY_DTYPE_BF16, 512},
     };
@@ -599,9 +600,9 @@ Test(gguf, maps_every_supported_ggml_type_and_sizes_its_tensor)
     }
     sy_gguf_close(g);
     sy_dtype d = SY_DTYPE_F32;
-    cr_assert_eq(sy_gguf_dtype_from_ggml(6, &d), SY_E_DTYPE);
+    cr_assert_eq(sy_gguf_dtype_from_ggml(9, &d), SY_E_DTYPE);
     cr_assert_eq(d, SY_DTYPE_F32);
-    cr_assert_str_eq(sy_gguf_ggml_type_name(6), "q5_0");
+    cr_assert_str_eq(sy_gguf_ggml_type_name(9), "q8_1");
     cr_assert_str_eq(sy_gguf_ggml_type_name(4), "unknown");
     cr_assert_str_eq(sy_gguf_ggml_type_name(1000), "unknown");
     cr_assert_str_eq(sy_gguf_type_name(SY_GGUF_TYPE_FLOAT64), "float64");
@@ -1184,8 +1185,8 @@ Test(gguf, rejects_a_shape_whose_size_overflows)
 
 Test(gguf, rejects_an_unknown_dtype_naming_the_tensor_and_type)
 {
-    const uint32_t types[] = {7, 15, 24, 999};
-    const char *names[] = {"q5_1", "q8_k", "i8", "unknown"};
+    const uint32_t types[] = {9, 15, 24, 999};
+    const char *names[] = {"q8_1", "q8_k", "i8", "unknown"};
     for (size_t i = 0; i < 4; i++) {
         bytes b = {0};
         put_header(&b, 3, 1, 0);
