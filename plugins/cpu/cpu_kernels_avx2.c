@@ -341,6 +341,18 @@ CPU_AVX2 static void cpu_avx2_dequant_q6_k(const void *src, float *dst, int64_t 
     }
 }
 
+/* Q5_0/Q5_1 only appear in a few tensors of some K-quant mixes: the
+ * shared reference dequantizer serves them on every ISA. */
+static void cpu_avx2_dequant_q5_0(const void *src, float *dst, int64_t n)
+{
+    sy__dequantize_row(SY_DTYPE_Q5_0, src, dst, n);
+}
+
+static void cpu_avx2_dequant_q5_1(const void *src, float *dst, int64_t n)
+{
+    sy__dequantize_row(SY_DTYPE_Q5_1, src, dst, n);
+}
+
 static const cpu_isa_table cpu_avx2_table = {
     .name = "avx2",
     .dot_f32 = cpu_avx2_dot_f32,
@@ -363,6 +375,8 @@ static const cpu_isa_table cpu_avx2_table = {
             [SY_DTYPE_Q4_K] = cpu_avx2_dequant_q4_k,
             [SY_DTYPE_Q5_K] = cpu_avx2_dequant_q5_k,
             [SY_DTYPE_Q6_K] = cpu_avx2_dequant_q6_k,
+            [SY_DTYPE_Q5_0] = cpu_avx2_dequant_q5_0,
+            [SY_DTYPE_Q5_1] = cpu_avx2_dequant_q5_1,
         },
 };
 

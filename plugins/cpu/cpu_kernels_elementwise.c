@@ -1,6 +1,7 @@
-/* Element-wise ops, threaded over rows: ADD and MUL (with broadcast of
- * in1), SCALE, SILU, GELU (tanh approximation), SWIGLU and GEGLU.
- * Every input needs packed rows; the outer dims may have any strides. */
+/* Element-wise ops: ADD and MUL (with broadcast of in1), SCALE, SILU, GELU
+ * (tanh approximation), SWIGLU and GEGLU.  Contiguous operands of one shape
+ * are split into element ranges, anything else into rows.  Every input
+ * needs packed rows; the outer dims may have any strides. */
 #include <math.h>
 
 #include "cpu_kernels.h"

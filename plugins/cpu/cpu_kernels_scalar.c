@@ -125,6 +125,18 @@ static void cpu_scalar_dequant_q4_1(const void *src, float *dst, int64_t n)
     }
 }
 
+/* Q5_0/Q5_1 are rare in hot paths (a few tensors of some K-quant mixes):
+ * the shared reference dequantizer serves them. */
+static void cpu_scalar_dequant_q5_0(const void *src, float *dst, int64_t n)
+{
+    sy__dequantize_row(SY_DTYPE_Q5_0, src, dst, n);
+}
+
+static void cpu_scalar_dequant_q5_1(const void *src, float *dst, int64_t n)
+{
+    sy__dequantize_row(SY_DTYPE_Q5_1, src, dst, n);
+}
+
 /* Unpacks the 6-bit scale and min of sub-block |j| of a Q4_K/Q5_K block. */
 static void cpu_scalar_scale_min_k4(int j, const uint8_t *q, uint8_t *out_scale, uint8_t *out_min)
 {
@@ -226,6 +238,8 @@ static const cpu_isa_table cpu_scalar_table = {
             [SY_DTYPE_Q8_0] = cpu_scalar_dequant_q8_0,
             [SY_DTYPE_Q4_0] = cpu_scalar_dequant_q4_0,
             [SY_DTYPE_Q4_1] = cpu_scalar_dequant_q4_1,
+            [SY_DTYPE_Q5_0] = cpu_scalar_dequant_q5_0,
+            [SY_DTYPE_Q5_1] = cpu_scalar_dequant_q5_1,
             [SY_DTYPE_Q4_K] = cpu_scalar_dequant_q4_k,
             [SY_DTYPE_Q5_K] = cpu_scalar_dequant_q5_k,
             [SY_DTYPE_Q6_K] = cpu_scalar_dequant_q6_k,
