@@ -86,14 +86,18 @@ static uint32_t tok_table_size(uint32_t n)
 
 int32_t sy__tok_lookup(const sy_tokenizer *tok, const void *s, size_t len)
 {
-    uint32_t i = (uint32_t)tok_hash(s, len) & tok->map_mask;
+    uint64_t h = tok_hash(s, len);
+    uint64_t tag = h & 0xffffffff00000000ull;
+    uint32_t i = (uint32_t)h & tok->map_mask;
     for (;;) {
-        uint32_t slot = tok->map[i];
+        uint64_t slot = tok->map[i];
         if (!slot)
             return -1;
-        uint32_t id = slot - 1;
-        if (tok->text_len[id] == len && memcmp(tok->text + tok->text_off[id], s, len) == 0)
-            return (int32_t)id;
+        if ((slot & 0xffffffff00000000ull) == tag) {
+            uint32_t id = (uint32_t)slot - 1;
+            if (tok->text_len[id] == len && memcmp(tok->text + tok->text_off[id], s, len) == 0)
+                return (int32_t)id;
+        }
         i = (i + 1) & tok->map_mask;
     }
 }
@@ -104,20 +108,20 @@ static void tok_map_insert(sy_tokenizer *tok, uint32_t id)
 {
     const char *s = tok->text + tok->text_off[id];
     uint32_t len = tok->text_len[id];
-    uint32_t i = (uint32_t)tok_hash(s, len) & tok->map_mask;
+    uint64_t h = tok_hash(s, len);
+    uint64_t tag = h & 0xffffffff00000000ull;
+    uint32_t i = (uint32_t)h & tok->map_mask;
     for (;;) {
-        uint32_t slot = tok->map[i];
-        if (!slot) {
-            tok->map[i] = id + 1;
-            return;
-        }
-        uint32_t o = slot - 1;
-        if (tok->text_len[o] == len && memcmp(tok->text + tok->text_off[o], s, len) == 0) {
-            tok->map[i] = id + 1;
-            return;
-        }
+        uint64_t slot = tok->map[i];
+        if (!slot)
+            break;
+        uint32_t o = (uint32_t)slot - 1;
+        if ((slot & 0xffffffff00000000ull) == tag && tok->text_len[o] == len &&
+            memcmp(tok->text + tok->text_off[o], s, len) == 0)
+            break;
         i = (i + 1) & tok->map_mask;
     }
+    tok->map[i] = tag | (id + 1u);
 }
 
 bool sy__tok_merge_find(const sy_tokenizer *tok, int32_t left, int32_t right,

@@ -46,8 +46,10 @@ struct sy_tokenizer {
     float *scores;      /* [n_tokens] */
     uint8_t *types;     /* [n_tokens] sy_token_type */
 
-    /* Text -> id: open addressing, slot = id + 1, 0 = empty. */
-    uint32_t *map;
+    /* Text -> id: open addressing; a slot is the text's hash in the high
+     * 32 bits (checked before the text is compared) and id + 1 in the low
+     * 32 bits; 0 = empty. */
+    uint64_t *map;
     uint32_t map_mask;
 
     /* gpt2 merges: (left id, right id) -> (rank, result id). */
