@@ -197,6 +197,31 @@ static void dequant_q4_1(const uint8_t *src, float *dst, int64_t nblocks)
     }
 }
 
+/* Q5_0 / Q5_1: the low nibbles are laid out as in Q4_0/Q4_1; bit j of the
+ * 32-bit qh word is the fifth bit of element j. */
+static void dequant_q5(const uint8_t *src, float *dst, int64_t nblocks, bool has_min)
+{
+    const size_t bsz = has_min ? sizeof(sy_block_q5_1) : sizeof(sy_block_q5_0);
+    const size_t qh_at = has_min ? offsetof(sy_block_q5_1, qh) : offsetof(sy_block_q5_0, qh);
+    const size_t qs_at = has_min ? offsetof(sy_block_q5_1, qs) : offsetof(sy_block_q5_0, qs);
+    for (int64_t b = 0; b < nblocks; b++) {
+        const uint8_t *blk = src + b * (int64_t)bsz;
+        const float d = rdf16(blk);
+        const float m = has_min ? rdf16(blk + 2) : 0.0f;
+        const int off = has_min ? 0 : 16;
+        uint32_t qh;
+        memcpy(&qh, blk + qh_at, sizeof qh);
+        const uint8_t *qs = blk + qs_at;
+        float *y = dst + b * SY_QK;
+        for (int j = 0; j < SY_QK / 2; j++) {
+            const int lo = (qs[j] & 0x0f) | (int)(((qh >> j) & 1u) << 4);
+            const int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+            y[j] = (float)(lo - off) * d + m;
+            y[j + SY_QK / 2] = (float)(hi - off) * d + m;
+        }
+    }
+}
+
 /* Unpacks the 6-bit scale and min of sub-block |j| (0..7) of a Q4_K/Q5_K
  * super-block.  Sub-blocks 0..3 keep their 6 bits in the low bits of bytes
  * 0..3 (scales) and 4..7 (mins); sub-blocks 4..7 keep their low 4 bits in
@@ -351,6 +376,12 @@ sy_status sy__dequantize_row(sy_dtype t, const void *src, float *dst, int64_t n)
         return SY_OK;
     case SY_DTYPE_Q6_K:
         dequant_q6_k(s, dst, n / bs);
+        return SY_OK;
+    case SY_DTYPE_Q5_0:
+        dequant_q5(s, dst, n / bs, false);
+        return SY_OK;
+    case SY_DTYPE_Q5_1:
+        dequant_q5(s, dst, n / bs, true);
         return SY_OK;
     case SY_DTYPE_COUNT:
         break;

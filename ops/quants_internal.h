@@ -30,6 +30,19 @@ typedef struct {
 } sy_block_q4_1;
 
 typedef struct {
+    uint16_t d;          /* f16 scale */
+    uint8_t qh[4];       /* fifth bit of element j at bit j (little-endian uint32) */
+    uint8_t qs[SY_QK / 2]; /* low nibbles as in Q4_0; value = (q - 16) * d */
+} sy_block_q5_0;
+
+typedef struct {
+    uint16_t d;          /* f16 scale */
+    uint16_t m;          /* f16 min; value = q * d + m */
+    uint8_t qh[4];
+    uint8_t qs[SY_QK / 2];
+} sy_block_q5_1;
+
+typedef struct {
     uint16_t d;          /* f16 super-block scale for the 6-bit scales */
     uint16_t dmin;       /* f16 super-block scale for the 6-bit mins */
     uint8_t scales[12];  /* 8 scales and 8 mins, 6 bits each, packed */

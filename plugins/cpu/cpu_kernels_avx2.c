@@ -341,16 +341,50 @@ CPU_AVX2 static void cpu_avx2_dequant_q6_k(const void *src, float *dst, int64_t 
     }
 }
 
-/* Q5_0/Q5_1 only appear in a few tensors of some K-quant mixes: the
- * shared reference dequantizer serves them on every ISA. */
-static void cpu_avx2_dequant_q5_0(const void *src, float *dst, int64_t n)
+/* Q5_0 / Q5_1: Q4 nibbles plus a fifth bit per element from the 32-bit
+ * qh word (bit j for element j); Q5_0 is centred on 16, Q5_1 has a min. */
+CPU_AVX2 static inline void cpu_avx2_q5_block(const uint8_t *qs, uint32_t qh, __m256 d, __m256 m,
+                                              __m256i off, float *dst)
 {
-    sy__dequantize_row(SY_DTYPE_Q5_0, src, dst, n);
+    const __m256i low = _mm256_set1_epi32(0x0F);
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i bits = _mm256_set1_epi32((int)qh);
+    for (int j = 0; j < SY_QK / 2; j += 8) {
+        __m256i q = cpu_avx2_load_u8x8(qs + j);
+        __m256i sh = _mm256_add_epi32(lanes, _mm256_set1_epi32(j));
+        __m256i h0 = _mm256_slli_epi32(_mm256_and_si256(_mm256_srlv_epi32(bits, sh), one), 4);
+        __m256i h1 = _mm256_slli_epi32(
+            _mm256_and_si256(_mm256_srlv_epi32(bits, _mm256_add_epi32(sh, _mm256_set1_epi32(16))),
+                             one),
+            4);
+        __m256i lo = _mm256_sub_epi32(_mm256_or_si256(_mm256_and_si256(q, low), h0), off);
+        __m256i hi = _mm256_sub_epi32(_mm256_or_si256(_mm256_srli_epi32(q, 4), h1), off);
+        _mm256_storeu_ps(dst + j, _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), d, m));
+        _mm256_storeu_ps(dst + j + SY_QK / 2, _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), d, m));
+    }
 }
 
-static void cpu_avx2_dequant_q5_1(const void *src, float *dst, int64_t n)
+CPU_AVX2 static void cpu_avx2_dequant_q5_0(const void *src, float *dst, int64_t n)
 {
-    sy__dequantize_row(SY_DTYPE_Q5_1, src, dst, n);
+    const sy_block_q5_0 *b = src;
+    for (int64_t i = 0; i < n / SY_QK; i++, dst += SY_QK) {
+        uint32_t qh;
+        memcpy(&qh, b[i].qh, sizeof qh);
+        cpu_avx2_q5_block(b[i].qs, qh, _mm256_set1_ps(sy__fp16_to_f32(b[i].d)),
+                          _mm256_setzero_ps(), _mm256_set1_epi32(16), dst);
+    }
+}
+
+CPU_AVX2 static void cpu_avx2_dequant_q5_1(const void *src, float *dst, int64_t n)
+{
+    const sy_block_q5_1 *b = src;
+    for (int64_t i = 0; i < n / SY_QK; i++, dst += SY_QK) {
+        uint32_t qh;
+        memcpy(&qh, b[i].qh, sizeof qh);
+        cpu_avx2_q5_block(b[i].qs, qh, _mm256_set1_ps(sy__fp16_to_f32(b[i].d)),
+                          _mm256_set1_ps(sy__fp16_to_f32(b[i].m)), _mm256_setzero_si256(), dst);
+    }
 }
 
 static const cpu_isa_table cpu_avx2_table = {

@@ -31,6 +31,8 @@ typedef enum sy_dtype {
     SY_DTYPE_Q4_K = 7,  /* 256 elems, 144 bytes */
     SY_DTYPE_Q5_K = 8,  /* 256 elems, 176 bytes */
     SY_DTYPE_Q6_K = 9,  /* 256 elems, 210 bytes */
+    SY_DTYPE_Q5_0 = 10, /* 32 elems, 22 bytes: f16 d, uint8 qh[4], uint8 qs[16] */
+    SY_DTYPE_Q5_1 = 11, /* 32 elems, 24 bytes: f16 d, f16 m, uint8 qh[4], uint8 qs[16] */
     SY_DTYPE_COUNT
 } sy_dtype;
 
@@ -50,6 +52,7 @@ static inline const sy_dtype_traits_ *sy_dtype_traits(uint32_t t)
         [SY_DTYPE_Q8_0] = {"q8_0", 32, 34, true},  [SY_DTYPE_Q4_0] = {"q4_0", 32, 18, true},
         [SY_DTYPE_Q4_1] = {"q4_1", 32, 20, true},  [SY_DTYPE_Q4_K] = {"q4_k", 256, 144, true},
         [SY_DTYPE_Q5_K] = {"q5_k", 256, 176, true}, [SY_DTYPE_Q6_K] = {"q6_k", 256, 210, true},
+        [SY_DTYPE_Q5_0] = {"q5_0", 32, 22, true},  [SY_DTYPE_Q5_1] = {"q5_1", 32, 24, true},
     };
     return t < SY_DTYPE_COUNT ? &table[t] : NULL;
 }
