@@ -53,6 +53,7 @@ cmd_test() {
   install_packages
   build build-test -Dbuildtype=debugoptimized
   build build-asan -Dbuildtype=debug -Db_sanitize=address,undefined
+  tools/fetch-models.sh
   local rc=0
   mkdir -p build-test/logs
   run_suite build-test build-test/logs/test.log || rc=1

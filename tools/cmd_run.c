@@ -146,7 +146,7 @@ int sy_cli_run(int argc, char **argv)
     if (chat) {
         size_t need = 0;
         st = sy_model_format_chat(m, system, prompt, NULL, 0, &need);
-        if (st == SY_E_LIMIT) {
+        if (st == SY_E_LIMIT || st == SY_OK) { /* a size query may answer either */
             text = malloc(need + 1);
             st = text ? sy_model_format_chat(m, system, prompt, text, need + 1, &need)
                       : SY_E_NO_MEMORY;

@@ -10,6 +10,12 @@
 sy_status sy__model_load(sy_runtime *rt, const char *path, sy_model **out_model, char *err,
                          size_t err_size);
 
+static void log_chat_format(sy_model *m, const char *note)
+{
+    sy_runtime_log(m->rt, SY_LOG_INFO, "%s: chat format %s (%s)", m->path,
+                   sy_chat_kind_name(m->chat.kind), note);
+}
+
 sy_status sy__model_load_tokenizer(sy_model *m, char *err, size_t err_size)
 {
     char terr[512] = "";
@@ -18,6 +24,15 @@ sy_status sy__model_load_tokenizer(sy_model *m, char *err, size_t err_size)
         snprintf(err, err_size, "%s: tokenizer: %s", m->path, terr);
         return st;
     }
+    const char *tmpl = NULL;
+    if (sy_gguf_get_str(m->gguf, "tokenizer.chat_template", &tmpl, NULL) != SY_OK)
+        tmpl = NULL;
+    st = sy_chat_format_detect(tmpl, m->hp.arch_name, &m->chat);
+    if (st != SY_OK && st != SY_E_LIMIT) {
+        snprintf(err, err_size, "%s: chat template: %s", m->path, m->chat.note);
+        return st;
+    }
+    log_chat_format(m, m->chat.note);
     if (sy_tokenizer_n_tokens(m->tok) < m->hp.n_vocab) {
         snprintf(err, err_size, "%s: tokenizer has %u tokens, the embedding table %u rows",
                  m->path, sy_tokenizer_n_tokens(m->tok), m->hp.n_vocab);
@@ -85,6 +100,23 @@ sy_status sy_model_detokenize(const sy_model *m, const int32_t *ids, uint32_t n,
     if (!m || (!ids && n) || !out_len)
         return SY_E_INVALID_ARG;
     return sy_tokenizer_decode(m->tok, ids, n, out, cap, out_len);
+}
+
+sy_status sy_model_format_chat(const sy_model *m, const char *system, const char *user,
+                               char *out, size_t cap, size_t *out_len)
+{
+    if (!m || !user || !out_len)
+        return SY_E_INVALID_ARG;
+    sy_chat_message msgs[2];
+    size_t n = 0;
+    if (system)
+        msgs[n++] = (sy_chat_message){"system", system};
+    msgs[n++] = (sy_chat_message){"user", user};
+    sy_chat_error cerr;
+    sy_status st = sy_chat_format_prompt(&m->chat, msgs, n, true, out, cap, out_len, &cerr);
+    if (st != SY_OK && st != SY_E_LIMIT)
+        sy__runtime_set_error(m->rt, "chat prompt: %s", cerr.msg);
+    return st;
 }
 
 bool sy_model_is_end_token(const sy_model *m, int32_t token)

@@ -3,6 +3,7 @@
 #ifndef SY_LLM_MODEL_INTERNAL_H
 #define SY_LLM_MODEL_INTERNAL_H
 
+#include "chat.h"
 #include "gguf.h"
 #include "switchyard/switchyard.h"
 
@@ -44,7 +45,7 @@ struct sy_model {
     const sy_gguf_tensor_info *tok_embd, *output_norm, *output;
     sy_layer_weights *layers;
     struct sy_tokenizer *tok;
-    int chat_format; /* sy_chat_format */
+    sy_chat_format chat;
     char name[128];
     uint64_t n_params, weight_bytes;
     double load_ms;
