@@ -74,13 +74,13 @@ cmd_test() {
 cmd_run() {
   install_packages
   build build -Dbuildtype=release
-  if [ -x tools/fetch-models.sh ]; then
-    tools/fetch-models.sh
-  fi
+  tools/fetch-models.sh
   log "switchyard devices"
   ./build/tools/switchyard devices
   log "switchyard demo"
   ./build/tools/switchyard demo
+  log "switchyard run --chat (default model, default prompt)"
+  ./build/tools/switchyard run --chat -n 128
 }
 
 case "${1:-}" in

@@ -44,7 +44,7 @@ static bool parse_num(const char *opt, const char *val, double lo, double hi, do
 
 int sy_cli_run(int argc, char **argv)
 {
-    const char *model = SY_CLI_DEFAULT_MODEL, *prompt = "The capital of France is";
+    const char *model = SY_CLI_DEFAULT_MODEL, *prompt = NULL;
     const char *system = NULL, *device = NULL;
     bool chat = false;
     sy_generate_params gp;
@@ -123,6 +123,8 @@ int sy_cli_run(int argc, char **argv)
         }
     }
     so.device = device;
+    if (!prompt)
+        prompt = chat ? "Explain in two sentences why the sky is blue." : "The capital of France is";
 
     sy_runtime *rt = sy_cli_runtime();
     if (!rt)
