@@ -303,6 +303,174 @@ typedef struct sy_metrics {
 /* Metrics of the last sy_session_generate(). */
 sy_status sy_session_query_metrics(const sy_session *s, sy_metrics *out_metrics);
 
+/* ======================================================= scheduler and plans
+ * Everything below belongs to the scheduler (scheduler/, docs/scheduler.md):
+ * a planner decides which device runs each node of a frozen graph from
+ * measured (or default) costs, a plan records those decisions with their
+ * reasons, and sy_runtime_execute_plan() runs a graph by its plan. */
+
+/* FILE for the explain functions; harmless inside extern "C". */
+#include <stdio.h>
+
+typedef struct sy_planner sy_planner;
+typedef struct sy_plan sy_plan;
+
+/* How the planner searches.  AUTO: the exact dynamic programme where the
+ * graph is chain-like (a decoder is), else the list scheduler.
+ * EXHAUSTIVE tries every placement and refuses graphs past 16 nodes. */
+typedef enum sy_plan_algorithm {
+    SY_PLAN_AUTO = 0,
+    SY_PLAN_DP = 1,
+    SY_PLAN_LIST = 2,
+    SY_PLAN_EXHAUSTIVE = 3
+} sy_plan_algorithm;
+
+typedef struct sy_plan_options {
+    uint32_t struct_size;     /* sizeof(sy_plan_options) */
+    const char *devices;      /* comma list of device names to use; NULL: every device */
+    const char *policy;       /* "latency" (NULL), "cpu-only" or "prefer:DEVICE" */
+    const char *const *pins;  /* n_pins "GLOB=DEVICE": nodes whose name or op name
+                               * matches GLOB (fnmatch) run on DEVICE; first match wins */
+    uint32_t n_pins;
+    const char *const *mem;   /* n_mem "DEVICE=SIZE" budgets; SIZE in bytes or with a
+                               * K, M or G suffix (powers of 1024) */
+    uint32_t n_mem;
+    sy_plan_algorithm algorithm;
+    bool no_cache;            /* plan afresh and leave the cache alone */
+} sy_plan_options;
+
+/* Fills |opts| with defaults: every device, latency policy, no pins, budgets
+ * from the devices (reported memory minus a reserve), AUTO, cache on. */
+void sy_plan_options_init(sy_plan_options *opts);
+
+/* Creates a planner for the devices of |rt|: it holds the loaded profiles
+ * and the plan cache.
+ * Ownership: caller owns *out_planner; free with sy_planner_destroy().
+ * Borrowed: |rt| must outlive the planner.
+ * Thread-safety: a planner is used from one thread at a time. */
+sy_status sy_planner_create(sy_runtime *rt, sy_planner **out_planner);
+
+/* Destroys |pl| and drops its references to cached plans.  NULL is a no-op. */
+void sy_planner_destroy(sy_planner *pl);
+
+/* Returns detail for the last failed call on |pl|, or "".
+ * Ownership: owned by |pl|, valid until the next call on |pl|. */
+const char *sy_planner_last_error(const sy_planner *pl);
+
+/* Loads the device profile at |path| (JSON, profiles/schema.json) and
+ * applies it to the device it names; a later profile for the same device
+ * replaces the earlier one.  Empties the plan cache.
+ * SY_E_FORMAT names the file and the field on malformed input. */
+sy_status sy_planner_load_profile(sy_planner *pl, const char *path);
+
+/* Plans the frozen graph |g|: capability, costs, placement, transfers.
+ * Returns the cached plan when a graph of the same signature (topology,
+ * ops, dtypes, shape classes, options, devices, profiles) was planned.
+ * On SY_E_UNSUPPORTED (a node no allowed device runs), SY_E_LIMIT (memory
+ * budgets) or a bad option, sy_planner_last_error() says which node,
+ * device or option.
+ * Ownership: caller owns a reference in *out_plan; sy_plan_release() it.
+ * Borrowed: |g| only during the call.
+ * Thread-safety: not safe on the same planner concurrently. */
+sy_status sy_planner_plan(sy_planner *pl, const sy_graph *g, const sy_plan_options *opts,
+                          sy_plan **out_plan);
+
+typedef struct sy_planner_stats {
+    uint64_t hits, misses; /* plan cache lookups */
+    uint32_t entries;      /* plans held by the cache */
+} sy_planner_stats;
+
+sy_status sy_planner_query_stats(const sy_planner *pl, sy_planner_stats *out_stats);
+
+/* Adds a reference to |plan|.  Thread-safety: not atomic. */
+void sy_plan_retain(sy_plan *plan);
+/* Drops a reference; the last one frees the plan.  NULL is a no-op. */
+void sy_plan_release(sy_plan *plan);
+
+typedef struct sy_plan_summary {
+    double predicted_s;       /* one step: compute plus transfers */
+    double compute_s;
+    double transfer_s;
+    uint64_t transfer_bytes;
+    uint32_t n_nodes;
+    uint32_t n_segments;
+    uint32_t n_transfers;
+    uint32_t n_devices;       /* devices the planner considered */
+    uint32_t n_unmeasured;    /* nodes costed by the roofline default */
+    double planning_s;        /* time the plan took to make (not to look up) */
+    const char *algorithm;    /* "dp", "list", "exhaustive" and how it went */
+    const char *policy;
+} sy_plan_summary;
+
+/* Fills |out_summary|.  Strings are owned by |plan|. */
+sy_status sy_plan_query_summary(const sy_plan *plan, sy_plan_summary *out_summary);
+
+typedef struct sy_plan_node_info {
+    uint32_t device;          /* runtime device index */
+    const char *device_name;  /* owned by the plan */
+    double predicted_s;       /* the node alone on its device; 0 for views */
+    bool is_view;             /* follows its input, computes nothing */
+    bool unmeasured;          /* costed by the roofline default */
+    char reason[192];         /* "cheapest: 1.20 ms vs 3.40 ms on npusim", "pinned by ..." */
+} sy_plan_node_info;
+
+/* Describes node |node| (graph topological index) of |plan|. */
+sy_status sy_plan_query_node(const sy_plan *plan, uint32_t node, sy_plan_node_info *out_info);
+
+typedef enum sy_plan_step_kind {
+    SY_PLAN_STEP_SEGMENT = 0, /* nodes run in order on one device */
+    SY_PLAN_STEP_TRANSFER = 1 /* one tensor copied (or mapped) to another device */
+} sy_plan_step_kind;
+
+typedef struct sy_plan_step_info {
+    sy_plan_step_kind kind;
+    uint32_t device;          /* segment: its device; transfer: the destination */
+    uint32_t src_device;      /* transfer: the source */
+    uint32_t n_nodes;         /* segment: node count ... */
+    const uint32_t *nodes;    /* ... and their graph indices, owned by the plan */
+    uint32_t tensor;          /* transfer: id of the storage tensor moved */
+    const char *tensor_name;  /* transfer: owned by the plan */
+    uint64_t bytes;           /* transfer: bytes predicted to move */
+    bool zero_copy;           /* transfer: both devices map host memory */
+    double predicted_s;
+} sy_plan_step_info;
+
+uint32_t sy_plan_step_count(const sy_plan *plan);
+sy_status sy_plan_query_step(const sy_plan *plan, uint32_t i, sy_plan_step_info *out_info);
+
+typedef struct sy_plan_memory {
+    uint64_t weight_bytes;     /* weights and inputs placed on the device */
+    uint64_t kv_bytes;         /* KV state placed on the device */
+    uint64_t activation_bytes; /* activations made or received there, no reuse */
+    uint64_t budget_bytes;     /* 0: unlimited */
+} sy_plan_memory;
+
+/* Memory |plan| puts on runtime device |device| (zeros for unused ones). */
+sy_status sy_plan_query_memory(const sy_plan *plan, uint32_t device, sy_plan_memory *out_memory);
+
+typedef enum sy_plan_format {
+    SY_PLAN_FORMAT_TABLE = 0, /* human-readable: summary, nodes, steps, memory */
+    SY_PLAN_FORMAT_JSON = 1,
+    SY_PLAN_FORMAT_DOT = 2    /* Graphviz: clusters per device, transfer edges */
+} sy_plan_format;
+
+/* Writes |plan| as |format| to |f|. */
+sy_status sy_plan_explain(const sy_plan *plan, sy_plan_format format, FILE *f);
+
+/* Writes |plan| as |format| into |out| (|cap| bytes, NUL-terminated).
+ * SY_E_LIMIT when |cap| is too small, with *out_len set to the length
+ * needed (without the NUL); |out| may be NULL when |cap| is 0. */
+sy_status sy_plan_explain_to_buffer(const sy_plan *plan, sy_plan_format format, char *out,
+                                    size_t cap, size_t *out_len);
+
+/* Runs the frozen graph |g| by |plan| (made for |g|'s signature): device
+ * buffers per tensor and device, leaves copied (or mapped) in on their
+ * devices, segments run in order, transfers through the plugins' copy
+ * functions (or mapped where both devices share host memory), marked
+ * outputs and leaves written through views copied back to host data.
+ * Thread-safety: as sy_runtime_execute_on(). */
+sy_status sy_runtime_execute_plan(sy_runtime *rt, sy_graph *g, const sy_plan *plan);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,220 @@
+/* The placement problem's storage, its objective, the single-device
+ * baseline and the local search that the list scheduler finishes with. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched_problem.h"
+
+sy_status sy__sched_problem_init(sy__sched_problem *pb, uint32_t n, uint32_t n_dev,
+                                 uint32_t n_edges)
+{
+    memset(pb, 0, sizeof *pb);
+    if (n_dev == 0 || n_dev > SY__SCHED_MAX_DEVICES)
+        return SY_E_INVALID_ARG;
+    pb->n = n;
+    pb->n_dev = n_dev;
+    pb->cost = calloc((size_t)n * n_dev + 1, sizeof *pb->cost);
+    pb->xfer = calloc((size_t)n * n_dev * n_dev + 1, sizeof *pb->xfer);
+    pb->in_start = calloc((size_t)n + 1, sizeof *pb->in_start);
+    pb->in_list = calloc((size_t)n_edges + 1, sizeof *pb->in_list);
+    if (!pb->cost || !pb->xfer || !pb->in_start || !pb->in_list) {
+        sy__sched_problem_deinit(pb);
+        return SY_E_NO_MEMORY;
+    }
+    return SY_OK;
+}
+
+void sy__sched_problem_deinit(sy__sched_problem *pb)
+{
+    free(pb->cost);
+    free(pb->xfer);
+    free(pb->in_start);
+    free(pb->in_list);
+    memset(pb, 0, sizeof *pb);
+}
+
+double sy__sched_evaluate(const sy__sched_problem *pb, const uint8_t *assign)
+{
+    /* seen[p] holds the devices p's value already went to. */
+    uint8_t *seen = calloc((size_t)pb->n + 1, 1);
+    if (!seen)
+        return INFINITY;
+    double total = 0.0;
+    for (uint32_t i = 0; i < pb->n; i++) {
+        uint32_t d = assign[i];
+        if (d >= pb->n_dev) {
+            total = INFINITY;
+            break;
+        }
+        total += sy__sched_cost(pb, i, d);
+        for (uint32_t e = pb->in_start[i]; e < pb->in_start[i + 1]; e++) {
+            uint32_t p = pb->in_list[e];
+            if (assign[p] == d || (seen[p] >> d & 1u))
+                continue;
+            seen[p] |= (uint8_t)(1u << d);
+            total += sy__sched_xfer(pb, p, assign[p], d);
+        }
+    }
+    free(seen);
+    return total;
+}
+
+static uint32_t cheapest_device(const sy__sched_problem *pb, uint32_t n)
+{
+    uint32_t best = 0;
+    for (uint32_t d = 1; d < pb->n_dev; d++)
+        if (sy__sched_cost(pb, n, d) < sy__sched_cost(pb, n, best))
+            best = d;
+    return best;
+}
+
+double sy__sched_best_single(const sy__sched_problem *pb, uint8_t *out_assign)
+{
+    uint8_t *try = malloc((size_t)pb->n + 1);
+    if (!try)
+        return INFINITY;
+    double best = INFINITY;
+    for (uint32_t d = 0; d < pb->n_dev; d++) {
+        for (uint32_t i = 0; i < pb->n; i++)
+            try[i] = (uint8_t)(isfinite(sy__sched_cost(pb, i, d)) ? d : cheapest_device(pb, i));
+        double t = sy__sched_evaluate(pb, try);
+        if (t < best || d == 0) {
+            best = t;
+            memcpy(out_assign, try, pb->n);
+        }
+    }
+    free(try);
+    return best;
+}
+
+/* ----------------------------------------------------------- local search */
+
+/* Incremental objective: per value and device, how many of its consumers
+ * sit there, so that a move's change costs O(degree). */
+typedef struct ls_state {
+    const sy__sched_problem *pb;
+    uint8_t *assign;
+    uint32_t *out_start, *out_list; /* consumers of each node */
+    uint32_t *count;                /* n * n_dev: consumers of p on device d */
+} ls_state;
+
+static sy_status ls_init(ls_state *s, const sy__sched_problem *pb, uint8_t *assign)
+{
+    memset(s, 0, sizeof *s);
+    s->pb = pb;
+    s->assign = assign;
+    uint32_t n = pb->n, edges = pb->in_start[n];
+    s->out_start = calloc((size_t)n + 1, sizeof *s->out_start);
+    s->out_list = malloc(((size_t)edges + 1) * sizeof *s->out_list);
+    s->count = calloc((size_t)n * pb->n_dev + 1, sizeof *s->count);
+    if (!s->out_start || !s->out_list || !s->count)
+        return SY_E_NO_MEMORY;
+    for (uint32_t e = 0; e < edges; e++)
+        s->out_start[pb->in_list[e] + 1]++;
+    for (uint32_t i = 0; i < n; i++)
+        s->out_start[i + 1] += s->out_start[i];
+    uint32_t *fill = calloc((size_t)n + 1, sizeof *fill);
+    if (!fill)
+        return SY_E_NO_MEMORY;
+    for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t e = pb->in_start[i]; e < pb->in_start[i + 1]; e++) {
+            uint32_t p = pb->in_list[e];
+            s->out_list[s->out_start[p] + fill[p]++] = i;
+            s->count[(size_t)p * pb->n_dev + assign[i]]++;
+        }
+    }
+    free(fill);
+    return SY_OK;
+}
+
+static void ls_deinit(ls_state *s)
+{
+    free(s->out_start);
+    free(s->out_list);
+    free(s->count);
+}
+
+/* What node |v|'s value costs to ship from its device |from| to every
+ * device its consumers sit on. */
+static double ls_out_cost(const ls_state *s, uint32_t v, uint32_t from)
+{
+    const sy__sched_problem *pb = s->pb;
+    double c = 0.0;
+    for (uint32_t d = 0; d < pb->n_dev; d++)
+        if (d != from && s->count[(size_t)v * pb->n_dev + d] > 0)
+            c += sy__sched_xfer(pb, v, from, d);
+    return c;
+}
+
+/* Moves node |v| to device |to| and returns the change of the objective. */
+static double ls_move(ls_state *s, uint32_t v, uint32_t to)
+{
+    const sy__sched_problem *pb = s->pb;
+    uint32_t from = s->assign[v], D = pb->n_dev;
+    if (from == to)
+        return 0.0;
+    double delta = sy__sched_cost(pb, v, to) - sy__sched_cost(pb, v, from);
+    delta += ls_out_cost(s, v, to) - ls_out_cost(s, v, from);
+    for (uint32_t e = pb->in_start[v]; e < pb->in_start[v + 1]; e++) {
+        uint32_t p = pb->in_list[e], dp = s->assign[p];
+        uint32_t *cnt = &s->count[(size_t)p * D];
+        if (dp != from && cnt[from] == 1)
+            delta -= sy__sched_xfer(pb, p, dp, from);
+        if (dp != to && cnt[to] == 0)
+            delta += sy__sched_xfer(pb, p, dp, to);
+        cnt[from]--;
+        cnt[to]++;
+    }
+    s->assign[v] = (uint8_t)to;
+    return delta;
+}
+
+double sy__sched_local_search(const sy__sched_problem *pb, uint8_t *assign)
+{
+    ls_state s;
+    if (ls_init(&s, pb, assign) != SY_OK) {
+        ls_deinit(&s);
+        return sy__sched_evaluate(pb, assign);
+    }
+    const double eps = 1e-15;
+    bool improved = true;
+    for (uint32_t round = 0; improved && round < 64; round++) {
+        improved = false;
+        for (uint32_t v = 0; v < pb->n; v++) {
+            for (uint32_t d = 0; d < pb->n_dev; d++) {
+                uint32_t from = assign[v];
+                if (d == from || !isfinite(sy__sched_cost(pb, v, d)))
+                    continue;
+                double delta = ls_move(&s, v, d);
+                if (delta < -eps * (1.0 + fabs(delta))) {
+                    improved = true;
+                    continue;
+                }
+                ls_move(&s, v, from);
+            }
+        }
+        /* Pairs: a producer and one consumer moving together escape the
+         * local minimum where either alone would add a transfer. */
+        for (uint32_t v = 0; v < pb->n; v++) {
+            for (uint32_t e = pb->in_start[v]; e < pb->in_start[v + 1]; e++) {
+                uint32_t p = pb->in_list[e];
+                for (uint32_t d = 0; d < pb->n_dev; d++) {
+                    uint32_t fv = assign[v], fp = assign[p];
+                    if ((fv == d && fp == d) || !isfinite(sy__sched_cost(pb, v, d)) ||
+                        !isfinite(sy__sched_cost(pb, p, d)))
+                        continue;
+                    double delta = ls_move(&s, p, d) + ls_move(&s, v, d);
+                    if (delta < -eps * (1.0 + fabs(delta))) {
+                        improved = true;
+                        continue;
+                    }
+                    ls_move(&s, v, fv);
+                    ls_move(&s, p, fp);
+                }
+            }
+        }
+    }
+    ls_deinit(&s);
+    return sy__sched_evaluate(pb, assign);
+}

@@ -1,0 +1,151 @@
+/* Plan cache: plans keyed by a 128-bit graph signature.
+ *
+ * The signature covers topology (which tensor feeds which node), ops,
+ * dtypes, roles, outputs, the shape class of every tensor, the op
+ * parameters that can change what a device accepts (rope mode and dims,
+ * softmax/attention masks and scales, copy target), node names when pins
+ * are given, the resolved options and the loaded profiles.
+ *
+ * Shape class: weights keep their exact shape; every other dim is rounded
+ * up to a power of two.  A decode step's KV length and position grow by
+ * one per token, so without classes no step would ever hit the cache; with
+ * them a plan is made once per doubling.  The executor re-reads sizes from
+ * the graph it runs, so a plan reused within a class stays correct; only
+ * its predicted times refer to the graph it was made for. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_internal.h"
+
+typedef struct sig {
+    uint64_t a, b;
+} sig;
+
+static inline void sig_word(sig *s, uint64_t w)
+{
+    s->a = (s->a ^ w) * 0x9e3779b97f4a7c15ull;
+    s->a ^= s->a >> 32;
+    s->b = (s->b + w) * 0xc2b2ae3d27d4eb4full;
+    s->b ^= s->b >> 29;
+}
+
+static inline uint64_t ceil_log2(int64_t v)
+{
+    return v <= 1 ? 0 : 64u - (uint64_t)__builtin_clzll((uint64_t)(v - 1));
+}
+
+static uint64_t fbits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static void sig_params(sig *s, const sy_node *n)
+{
+    const sy_op_params *p = &n->params;
+    switch ((sy_op)n->op) {
+    case SY_OP_ROPE:
+        sig_word(s, (uint64_t)p->i[0] ^ (uint64_t)p->i[1] << 8 ^ fbits(p->f[0]) << 32);
+        sig_word(s, fbits(p->f[1]));
+        break;
+    case SY_OP_SOFTMAX:
+        sig_word(s, (uint64_t)p->i[0] ^ (uint64_t)p->i[2] << 8 ^ fbits(p->f[0]) << 32);
+        break;
+    case SY_OP_ATTENTION:
+        sig_word(s, (uint64_t)p->i[1] ^ fbits(p->f[0]) << 32);
+        break;
+    case SY_OP_COPY:
+        sig_word(s, (uint64_t)p->i[0]);
+        break;
+    default:
+        break;
+    }
+}
+
+static void sig_string(sig *s, const char *str)
+{
+    uint64_t w = 0;
+    size_t k = 0;
+    for (; *str; str++, k++) {
+        w = w << 8 | (uint8_t)*str;
+        if (k % 8 == 7) {
+            sig_word(s, w);
+            w = 0;
+        }
+    }
+    sig_word(s, w ^ k << 56);
+}
+
+void sy__plan_signature(const sy_graph *g, const sy__plan_request *req, uint64_t salt,
+                        uint64_t out_key[2])
+{
+    sig s = {0x6a09e667f3bcc908ull ^ req->hash, 0xbb67ae8584caa73bull ^ salt};
+    uint32_t nt = sy_graph_tensor_count(g), nn = sy_graph_node_count(g);
+    sig_word(&s, (uint64_t)nt << 32 | nn);
+    for (uint32_t i = 0; i < nt; i++) {
+        const sy_tensor *t = sy_graph_tensor(g, i);
+        uint64_t meta = (uint64_t)t->dtype | (uint64_t)t->role << 4 |
+                        (uint64_t)sy_graph_is_output(g, t) << 7 |
+                        (uint64_t)(t->view_src ? t->view_src->id + 1 : 0) << 32;
+        if (t->role == SY_ROLE_WEIGHT) {
+            sig_word(&s, meta);
+            sig_word(&s, (uint64_t)t->ne[0] | (uint64_t)t->ne[1] << 32);
+            sig_word(&s, (uint64_t)t->ne[2] | (uint64_t)t->ne[3] << 32);
+        } else {
+            sig_word(&s, meta | ceil_log2(t->ne[0]) << 8 | ceil_log2(t->ne[1]) << 14 |
+                             ceil_log2(t->ne[2]) << 20 | ceil_log2(t->ne[3]) << 26);
+        }
+    }
+    for (uint32_t i = 0; i < nn; i++) {
+        const sy_node *n = sy_graph_node(g, i);
+        uint64_t in[SY_MAX_INPUTS] = {0};
+        for (uint32_t k = 0; k < n->n_inputs && k < SY_MAX_INPUTS; k++)
+            in[k] = n->inputs[k]->id + 1u;
+        sig_word(&s, (uint64_t)n->op | (uint64_t)n->n_inputs << 8 | (uint64_t)n->output->id << 16 |
+                         in[0] << 40);
+        sig_word(&s, in[1] | in[2] << 24 | in[3] << 48);
+        sig_params(&s, n);
+        if (req->n_pins)
+            sig_string(&s, n->name);
+    }
+    out_key[0] = s.a;
+    out_key[1] = s.b;
+}
+
+sy_plan *sy__cache_lookup(sy_planner *pl, const uint64_t key[2])
+{
+    for (uint32_t i = 0; i < pl->n_cache; i++) {
+        sy__cache_entry *e = &pl->cache[i];
+        if (e->key[0] == key[0] && e->key[1] == key[1]) {
+            e->last_use = ++pl->tick;
+            pl->hits++;
+            return e->plan;
+        }
+    }
+    pl->misses++;
+    return NULL;
+}
+
+void sy__cache_insert(sy_planner *pl, const uint64_t key[2], sy_plan *plan)
+{
+    uint32_t at = pl->n_cache;
+    if (at == SY__PLAN_CACHE_CAP) {
+        at = 0;
+        for (uint32_t i = 1; i < pl->n_cache; i++)
+            if (pl->cache[i].last_use < pl->cache[at].last_use)
+                at = i;
+        sy_plan_release(pl->cache[at].plan);
+    } else {
+        pl->n_cache++;
+    }
+    sy_plan_retain(plan);
+    pl->cache[at] = (sy__cache_entry){{key[0], key[1]}, plan, ++pl->tick};
+}
+
+void sy__cache_clear(sy_planner *pl)
+{
+    for (uint32_t i = 0; i < pl->n_cache; i++)
+        sy_plan_release(pl->cache[i].plan);
+    pl->n_cache = 0;
+}

@@ -1,0 +1,103 @@
+/* The placement problem the scheduler's algorithms solve, stripped of
+ * graphs and devices: decision nodes in topological order, a time per
+ * (node, device), and a transfer cost per (value, source, destination).
+ * The planner builds one from a graph (planner_build.c); the tests fill
+ * one with random numbers and compare the algorithms with the oracle.
+ *
+ * Objective: the predicted time of one step when the plan's steps run one
+ * after another (as sy_runtime_execute_plan() runs them):
+ *
+ *   sum over nodes n of cost[n][dev(n)]
+ * + sum over (value p, destination d != dev(p)) read there of xfer[p][dev(p)][d]
+ *
+ * A value moves to a device once however many nodes read it there, and
+ * every move includes the synchronisation of a device switch, so the sum
+ * does not depend on the order the nodes run in. */
+#ifndef SY_SCHEDULER_SCHED_PROBLEM_H
+#define SY_SCHEDULER_SCHED_PROBLEM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "switchyard/status.h"
+
+/* Devices one problem may have: the DP packs a device number and a device
+ * mask per live value into 64 bits. */
+#define SY__SCHED_MAX_DEVICES 8u
+
+/* The exhaustive oracle refuses problems past this many nodes. */
+#define SY__SCHED_EXHAUSTIVE_MAX 16u
+
+typedef struct sy__sched_problem {
+    uint32_t n;        /* decision nodes, in topological order */
+    uint32_t n_dev;    /* 1..SY__SCHED_MAX_DEVICES */
+    double *cost;      /* n * n_dev: seconds; INFINITY where the node may not run */
+    double *xfer;      /* n * n_dev * n_dev: moving node p's value from s to d */
+    uint32_t *in_start; /* n + 1 offsets into in_list */
+    uint32_t *in_list; /* distinct producers of each node, each < the node */
+} sy__sched_problem;
+
+static inline double sy__sched_cost(const sy__sched_problem *pb, uint32_t n, uint32_t d)
+{
+    return pb->cost[(uint64_t)n * pb->n_dev + d];
+}
+
+static inline double sy__sched_xfer(const sy__sched_problem *pb, uint32_t p, uint32_t s,
+                                    uint32_t d)
+{
+    return pb->xfer[((uint64_t)p * pb->n_dev + s) * pb->n_dev + d];
+}
+
+/* Allocates the arrays of a problem of |n| nodes, |n_dev| devices and
+ * |n_edges| input entries, all zero (in_start all 0).
+ * Ownership: free with sy__sched_problem_deinit(). */
+sy_status sy__sched_problem_init(sy__sched_problem *pb, uint32_t n, uint32_t n_dev,
+                                 uint32_t n_edges);
+void sy__sched_problem_deinit(sy__sched_problem *pb);
+
+/* Returns the objective of |assign| (n device numbers), INFINITY when a
+ * node sits where it may not run. */
+double sy__sched_evaluate(const sy__sched_problem *pb, const uint8_t *assign);
+
+/* Best plan that keeps every node on one device where it may run there,
+ * and on its cheapest allowed device otherwise (the "single-device plan"
+ * that every placement is compared with).  Fills |out_assign| (n) and
+ * returns its objective; INFINITY when some node may run nowhere. */
+double sy__sched_best_single(const sy__sched_problem *pb, uint8_t *out_assign);
+
+typedef struct sy__dp_stats {
+    uint32_t blocks;        /* pieces between single-value cuts */
+    uint32_t classes;       /* distinct pieces actually solved */
+    uint32_t max_frontier;  /* live values at the widest point */
+    uint32_t max_states;    /* DP states at the widest step */
+} sy__dp_stats;
+
+/* Exact dynamic programme over the topological order.  The state after
+ * each node is the device and the set of devices holding a copy of every
+ * value still to be read, so the result is optimal for any graph whose
+ * frontier fits (chains, decoders, series-parallel pieces).  The order is
+ * cut wherever a single fresh value is live; pieces with identical costs
+ * and structure (the layers of a model) are solved once and chained by a
+ * min-plus product, so planning cost grows with distinct layer classes,
+ * not layers.  |reuse_classes| false solves every piece (tests).
+ * SY_E_LIMIT when the frontier is too wide or states exceed the cap: the
+ * graph is not chain-like, use the list scheduler.  |stats| may be NULL. */
+sy_status sy__sched_dp(const sy__sched_problem *pb, bool reuse_classes, uint8_t *out_assign,
+                       sy__dp_stats *stats);
+
+/* List scheduling for general DAGs: nodes in HEFT order (decreasing upward
+ * rank over mean costs), each put on the device that finishes it earliest
+ * given its placed producers, then improved by moves of single nodes and of
+ * producer-consumer pairs; restarted from every single-device plan and the
+ * best result kept, so it is never worse than the best single-device plan. */
+sy_status sy__sched_list(const sy__sched_problem *pb, uint8_t *out_assign);
+
+/* Branch and bound over every placement: the optimum, for tests.
+ * SY_E_LIMIT past SY__SCHED_EXHAUSTIVE_MAX nodes. */
+sy_status sy__sched_exhaustive(const sy__sched_problem *pb, uint8_t *out_assign);
+
+/* Improves |assign| in place by single-node and producer-consumer pair
+ * moves until none helps; returns the new objective. */
+double sy__sched_local_search(const sy__sched_problem *pb, uint8_t *assign);
+
+#endif

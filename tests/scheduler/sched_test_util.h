@@ -1,0 +1,88 @@
+/* Helpers for the scheduler tests: a seeded RNG (fresh seed per run,
+ * printed on failure), random placement problems with capability holes,
+ * runtimes with the real cpu device and the fake test devices, random
+ * op graphs and a small decoder graph shaped like the llama builder's. */
+#ifndef SY_TESTS_SCHED_TEST_UTIL_H
+#define SY_TESTS_SCHED_TEST_UTIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sched_problem.h"
+#include "switchyard/switchyard.h"
+
+#define PLUGIN(file) SY_TEST_PLUGIN_DIR "/" file
+
+/* ------------------------------------------------------------------ rng */
+
+/* A seed for this run: $SY_TEST_SEED when set, else time and pid. */
+uint64_t st_fresh_seed(void);
+uint64_t st_next(uint64_t *state);
+/* Uniform in [0, 1). */
+double st_uniform(uint64_t *state);
+/* Uniform in [lo, hi]. */
+uint32_t st_range(uint64_t *state, uint32_t lo, uint32_t hi);
+
+/* ------------------------------------------------------ random problems */
+
+typedef enum st_shape {
+    ST_CHAIN,      /* node i reads node i-1 */
+    ST_CHAIN_SKIP, /* and now and then a node up to four back (residuals) */
+    ST_DAG         /* one to three random earlier producers */
+} st_shape;
+
+/* Fills |pb| with |n| nodes on |n_dev| devices: costs in [1, 100] with
+ * about |hole_rate| of (node, device) pairs forbidden (never all of a
+ * node's), transfer costs of latency [0, 30] plus a per-value size term. */
+void st_random_problem(sy__sched_problem *pb, uint32_t n, uint32_t n_dev, st_shape shape,
+                       double hole_rate, uint64_t *rng);
+
+/* Builds a problem that repeats one random block of |block| nodes
+ * |repeat| times between single-value cuts (a model's layers). */
+void st_layered_problem(sy__sched_problem *pb, uint32_t block, uint32_t repeat, uint32_t n_dev,
+                        uint64_t *rng);
+
+/* ------------------------------------------------------------- runtimes */
+
+/* Devices of st_runtime(), in load order. */
+enum { ST_CPU = 0, ST_TESTDEV = 1, ST_OPAQUE = 2, ST_N_DEVICES = 3 };
+
+/* A runtime with the cpu plugin, testdev (unified, refuses argmax) and
+ * opaquedev (not unified, buffers not mappable). */
+sy_runtime *st_runtime(void);
+
+/* Path of a fixture file under tests/scheduler/fixtures. */
+const char *st_fixture(const char *name, char *buf, size_t size);
+
+/* ------------------------------------------------------------- graphs */
+
+/* Host memory a test graph points at; free with st_graph_free(). */
+typedef struct st_graph {
+    sy_graph *g;
+    void **blocks;
+    uint32_t n_blocks, cap_blocks;
+    float *out;           /* the first marked output's host data */
+    uint64_t out_count;   /* its elements */
+} st_graph;
+
+/* A random DAG of |n_ops| ops over [32, 4] activations: add, mul, scale,
+ * silu, rms_norm, matmul with weights, softmax and reshape views, ending
+ * in an argmax (which testdev refuses) when |argmax|.  Data random. */
+void st_random_graph(st_graph *sg, uint32_t n_ops, bool argmax, uint64_t *rng);
+
+typedef struct st_decoder_shape {
+    uint32_t n_layer, n_embd, n_head, n_head_kv, n_ff, n_vocab, n_ctx;
+    uint32_t n_tokens, n_past;
+    sy_dtype kv_type;
+    bool with_data; /* allocate and fill host memory (false: planning only) */
+} st_decoder_shape;
+
+/* A llama-style decode/prefill step: token_embd, per layer attn_norm,
+ * attn_q/k/v, heads reshapes, rope, cache writes, attention, attn_output,
+ * residual, ffn_norm, gate/up, swiglu, down, residual; output_norm and
+ * output.  Node names follow framework/llm/arch.c ("blk.3.attn_q"). */
+void st_decoder_graph(st_graph *sg, const st_decoder_shape *shape, uint64_t seed);
+
+void st_graph_free(st_graph *sg);
+
+#endif
