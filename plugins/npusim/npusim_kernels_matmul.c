@@ -1,0 +1,198 @@
+/* MATMUL as a W8A8 NPU computes it: out[n, m] = sum_k W[k, n] * X[k, m].
+ *
+ * The arithmetic, exactly (the emulation is bit-reproducible across
+ * machines; see npusim_isa.c):
+ *   1. Each activation row X[:, m] (K floats) is quantised dynamically:
+ *      s_m = max|x| / Q with Q = 127 (int8) or 32767 (int16), and
+ *      q = round_half_even(x / s_m) clamped to [-Q, Q].
+ *   2. Each weight row is unpacked block by block (32 elements) into
+ *      integers w_q with a float32 block scale d_b and, for Q4_1/Q5_1, a
+ *      block minimum m_b (a zero point: w = d_b * w_q + m_b).
+ *   3. Per block, an exact int32 dot product i_b = sum w_q * q, and for
+ *      blocks with a minimum the int32 activation block sum a_b = sum q.
+ *   4. v_b = d_b * float(i_b) [+ m_b * float(a_b)] in float32, accumulated
+ *      into eight float32 partial sums (block b into sum b mod 8), which
+ *      are added pairwise ((0+1)+(2+3))+((4+5)+(6+7)) and multiplied by
+ *      s_m.
+ * The error against the float reference is the activation rounding only:
+ * |out - ref| <= 0.5 * s_m * sum_k |W[k, n]| plus float32 summation noise. */
+#include <math.h>
+#include <string.h>
+
+#include "npusim_internal.h"
+#include "quants_internal.h"
+
+/* Unpacks |nblocks| weight blocks of |dtype| into int16 values, block
+ * scales and block minimums.  Returns whether the dtype has minimums. */
+static bool npu_unpack_weights(uint32_t dtype, const unsigned char *src, int64_t nblocks,
+                               int16_t *q, float *d, float *mins)
+{
+    switch (dtype) {
+    case SY_DTYPE_Q8_0:
+        for (int64_t b = 0; b < nblocks; b++) {
+            const sy_block_q8_0 *blk = (const sy_block_q8_0 *)src + b;
+            d[b] = sy__fp16_to_f32(blk->d);
+            for (int j = 0; j < NPU_QK; j++)
+                q[b * NPU_QK + j] = blk->qs[j];
+        }
+        return false;
+    case SY_DTYPE_Q4_0:
+    case SY_DTYPE_Q4_1: {
+        const bool asym = dtype == SY_DTYPE_Q4_1;
+        const size_t bsz = asym ? sizeof(sy_block_q4_1) : sizeof(sy_block_q4_0);
+        const int off = asym ? 0 : 8;
+        for (int64_t b = 0; b < nblocks; b++) {
+            const unsigned char *blk = src + b * (int64_t)bsz;
+            uint16_t h;
+            memcpy(&h, blk, sizeof h);
+            d[b] = sy__fp16_to_f32(h);
+            if (asym) {
+                memcpy(&h, blk + offsetof(sy_block_q4_1, m), sizeof h);
+                mins[b] = sy__fp16_to_f32(h);
+            }
+            const unsigned char *qs =
+                blk + (asym ? offsetof(sy_block_q4_1, qs) : offsetof(sy_block_q4_0, qs));
+            int16_t *out = q + b * NPU_QK;
+            for (int j = 0; j < NPU_QK / 2; j++) {
+                out[j] = (int16_t)((qs[j] & 0x0f) - off);
+                out[j + NPU_QK / 2] = (int16_t)((qs[j] >> 4) - off);
+            }
+        }
+        return asym;
+    }
+    case SY_DTYPE_Q5_0:
+    case SY_DTYPE_Q5_1: {
+        const bool asym = dtype == SY_DTYPE_Q5_1;
+        const size_t bsz = asym ? sizeof(sy_block_q5_1) : sizeof(sy_block_q5_0);
+        const size_t qh_at = asym ? offsetof(sy_block_q5_1, qh) : offsetof(sy_block_q5_0, qh);
+        const size_t qs_at = asym ? offsetof(sy_block_q5_1, qs) : offsetof(sy_block_q5_0, qs);
+        const int off = asym ? 0 : 16;
+        for (int64_t b = 0; b < nblocks; b++) {
+            const unsigned char *blk = src + b * (int64_t)bsz;
+            uint16_t h;
+            memcpy(&h, blk, sizeof h);
+            d[b] = sy__fp16_to_f32(h);
+            if (asym) {
+                memcpy(&h, blk + offsetof(sy_block_q5_1, m), sizeof h);
+                mins[b] = sy__fp16_to_f32(h);
+            }
+            uint32_t qh;
+            memcpy(&qh, blk + qh_at, sizeof qh);
+            const unsigned char *qs = blk + qs_at;
+            int16_t *out = q + b * NPU_QK;
+            for (int j = 0; j < NPU_QK / 2; j++) {
+                const int lo = (qs[j] & 0x0f) | (int)(((qh >> j) & 1u) << 4);
+                const int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+                out[j] = (int16_t)(lo - off);
+                out[j + NPU_QK / 2] = (int16_t)(hi - off);
+            }
+        }
+        return asym;
+    }
+    default:
+        return false;
+    }
+}
+
+float npu_quantize_row(const float *x, int64_t n, uint32_t bits, int16_t *out_q)
+{
+    const float qmax = bits == 16 ? 32767.0f : 127.0f;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int64_t i = 0; i < n; i++) {
+        const float a = fabsf(x[i]);
+        finite = finite && isfinite(a);
+        amax = a > amax ? a : amax;
+    }
+    if (!finite) {
+        /* An NPU has no encoding for NaN or infinity: the row's results are
+         * made NaN so that the damage shows instead of hiding. */
+        memset(out_q, 0, (size_t)n * sizeof *out_q);
+        return NAN;
+    }
+    if (amax == 0.0f) {
+        memset(out_q, 0, (size_t)n * sizeof *out_q);
+        return 0.0f;
+    }
+    const float scale = amax / qmax;
+    const float inv = qmax / amax;
+    for (int64_t i = 0; i < n; i++) {
+        float v = nearbyintf(x[i] * inv);
+        v = v > qmax ? qmax : (v < -qmax ? -qmax : v);
+        out_q[i] = (int16_t)v;
+    }
+    return scale;
+}
+
+/* Sums the blocks' values into eight interleaved float32 partial sums and
+ * reduces them in a fixed order (step 4 above). */
+static float npu_accumulate(const int32_t *isum, const float *d, const float *mins,
+                            const int32_t *asum, int64_t nblocks)
+{
+    float acc[8] = {0};
+    for (int64_t b = 0; b < nblocks; b++) {
+        float v = d[b] * (float)isum[b];
+        if (mins)
+            v += mins[b] * (float)asum[b];
+        acc[b & 7] += v;
+    }
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+sy_status npu_kernel_matmul(npu_state *s, const npu_view *wv, const npu_view *xv,
+                            const npu_view *yv)
+{
+    const sy_tensor *w = wv->t, *x = xv->t, *y = yv->t;
+    const int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
+    const int64_t nblocks = K / NPU_QK;
+    const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
+
+    /* Activation scratch: q [M*K] int16, scales [M], block sums [M*nblocks]. */
+    const size_t q_bytes = (size_t)(M * K) * sizeof(int16_t);
+    const size_t act_bytes = q_bytes + (size_t)M * sizeof(float) +
+                             (size_t)(M * nblocks) * sizeof(int32_t) + 64;
+    /* Weight scratch: q [K] int16, d and mins [nblocks] float, isum [nblocks]. */
+    const size_t wq_bytes = (size_t)K * sizeof(int16_t);
+    const size_t weight_bytes = wq_bytes + (size_t)nblocks * (2 * sizeof(float) + sizeof(int32_t)) + 64;
+    sy_status st = npu_scratch_reserve(s, &s->act, act_bytes);
+    if (st == SY_OK)
+        st = npu_scratch_reserve(s, &s->weight, weight_bytes);
+    if (st != SY_OK)
+        return st;
+    int16_t *xq = s->act.ptr;
+    float *xs = (float *)((char *)s->act.ptr + q_bytes);
+    int32_t *xsum = (int32_t *)(xs + M);
+    int16_t *wq = s->weight.ptr;
+    float *wd = (float *)((char *)s->weight.ptr + wq_bytes);
+    float *wm = wd + nblocks;
+    int32_t *isum = (int32_t *)(wm + nblocks);
+
+    for (int64_t i3 = 0; i3 < x->ne[3]; i3++) {
+        for (int64_t i2 = 0; i2 < x->ne[2]; i2++) {
+            const unsigned char *xb = xv->data + i2 * x->nb[2] + i3 * x->nb[3];
+            for (int64_t m = 0; m < M; m++) {
+                int16_t *q = xq + m * K;
+                xs[m] = npu_quantize_row((const float *)(xb + m * x->nb[1]), K, s->caps.act_bits, q);
+                for (int64_t b = 0; b < nblocks; b++) {
+                    int32_t a = 0;
+                    for (int j = 0; j < NPU_QK; j++)
+                        a += q[b * NPU_QK + j];
+                    xsum[m * nblocks + b] = a;
+                }
+            }
+            const unsigned char *wb = wv->data + (i2 / r2) * w->nb[2] + (i3 / r3) * w->nb[3];
+            unsigned char *yb = yv->data + i2 * y->nb[2] + i3 * y->nb[3];
+            for (int64_t n = 0; n < N; n++) {
+                const bool asym = npu_unpack_weights(w->dtype, wb + n * w->nb[1], nblocks, wq, wd, wm);
+                for (int64_t m = 0; m < M; m++) {
+                    s->isa->block_dots(wq, xq + m * K, nblocks, isum);
+                    const float acc = npu_accumulate(isum, wd, asym ? wm : NULL,
+                                                     xsum + m * nblocks, nblocks);
+                    float *out = (float *)(yb + m * y->nb[1]);
+                    out[n] = acc * xs[m];
+                }
+            }
+        }
+    }
+    return SY_OK;
+}
