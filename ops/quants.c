@@ -24,6 +24,8 @@ _Static_assert(sizeof(sy_block_q4_1) == 20, "q4_1 block must match GGUF");
 _Static_assert(sizeof(sy_block_q4_k) == 144, "q4_k block must match GGUF");
 _Static_assert(sizeof(sy_block_q5_k) == 176, "q5_k block must match GGUF");
 _Static_assert(sizeof(sy_block_q6_k) == 210, "q6_k block must match GGUF");
+_Static_assert(sizeof(sy_block_q5_0) == 22, "q5_0 block must match GGUF");
+_Static_assert(sizeof(sy_block_q5_1) == 24, "q5_1 block must match GGUF");
 
 /* ------------------------------------------------------------ bit access */
 
@@ -198,26 +200,45 @@ static void dequant_q4_1(const uint8_t *src, float *dst, int64_t nblocks)
 }
 
 /* Q5_0 / Q5_1: the low nibbles are laid out as in Q4_0/Q4_1; bit j of the
- * 32-bit qh word is the fifth bit of element j. */
-static void dequant_q5(const uint8_t *src, float *dst, int64_t nblocks, bool has_min)
+ * little-endian 32-bit qh word is the fifth bit of element j.  Q5_0 has no
+ * min term at all (adding +0.0 would turn a -0.0 into +0.0 and break bit
+ * equality with ggml), hence two loops rather than one with m = 0. */
+static uint32_t rd32(const uint8_t *p)
 {
-    const size_t bsz = has_min ? sizeof(sy_block_q5_1) : sizeof(sy_block_q5_0);
-    const size_t qh_at = has_min ? offsetof(sy_block_q5_1, qh) : offsetof(sy_block_q5_0, qh);
-    const size_t qs_at = has_min ? offsetof(sy_block_q5_1, qs) : offsetof(sy_block_q5_0, qs);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static void dequant_q5_0(const uint8_t *src, float *dst, int64_t nblocks)
+{
     for (int64_t b = 0; b < nblocks; b++) {
-        const uint8_t *blk = src + b * (int64_t)bsz;
-        const float d = rdf16(blk);
-        const float m = has_min ? rdf16(blk + 2) : 0.0f;
-        const int off = has_min ? 0 : 16;
-        uint32_t qh;
-        memcpy(&qh, blk + qh_at, sizeof qh);
-        const uint8_t *qs = blk + qs_at;
+        const uint8_t *blk = src + b * (int64_t)sizeof(sy_block_q5_0);
+        const float d = rdf16(blk + offsetof(sy_block_q5_0, d));
+        const uint32_t qh = rd32(blk + offsetof(sy_block_q5_0, qh));
+        const uint8_t *qs = blk + offsetof(sy_block_q5_0, qs);
         float *y = dst + b * SY_QK;
         for (int j = 0; j < SY_QK / 2; j++) {
-            const int lo = (qs[j] & 0x0f) | (int)(((qh >> j) & 1u) << 4);
-            const int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
-            y[j] = (float)(lo - off) * d + m;
-            y[j + SY_QK / 2] = (float)(hi - off) * d + m;
+            const int x0 = ((qs[j] & 0x0f) | (int)(((qh >> j) & 1u) << 4)) - 16;
+            const int x1 = ((qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4)) - 16;
+            y[j] = (float)x0 * d;
+            y[j + SY_QK / 2] = (float)x1 * d;
+        }
+    }
+}
+
+static void dequant_q5_1(const uint8_t *src, float *dst, int64_t nblocks)
+{
+    for (int64_t b = 0; b < nblocks; b++) {
+        const uint8_t *blk = src + b * (int64_t)sizeof(sy_block_q5_1);
+        const float d = rdf16(blk + offsetof(sy_block_q5_1, d));
+        const float m = rdf16(blk + offsetof(sy_block_q5_1, m));
+        const uint32_t qh = rd32(blk + offsetof(sy_block_q5_1, qh));
+        const uint8_t *qs = blk + offsetof(sy_block_q5_1, qs);
+        float *y = dst + b * SY_QK;
+        for (int j = 0; j < SY_QK / 2; j++) {
+            const int x0 = (qs[j] & 0x0f) | (int)(((qh >> j) & 1u) << 4);
+            const int x1 = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
+            y[j] = (float)x0 * d + m;
+            y[j + SY_QK / 2] = (float)x1 * d + m;
         }
     }
 }
@@ -378,10 +399,10 @@ sy_status sy__dequantize_row(sy_dtype t, const void *src, float *dst, int64_t n)
         dequant_q6_k(s, dst, n / bs);
         return SY_OK;
     case SY_DTYPE_Q5_0:
-        dequant_q5(s, dst, n / bs, false);
+        dequant_q5_0(s, dst, n / bs);
         return SY_OK;
     case SY_DTYPE_Q5_1:
-        dequant_q5(s, dst, n / bs, true);
+        dequant_q5_1(s, dst, n / bs);
         return SY_OK;
     case SY_DTYPE_COUNT:
         break;
@@ -480,8 +501,9 @@ sy_status sy__quantize_row(sy_dtype t, const float *src, void *dst, int64_t n)
 {
     if (!sy_dtype_is_valid(t))
         return SY_E_DTYPE;
-    if (t == SY_DTYPE_Q4_K || t == SY_DTYPE_Q5_K || t == SY_DTYPE_Q6_K)
-        return SY_E_DTYPE;
+    if (t == SY_DTYPE_Q4_K || t == SY_DTYPE_Q5_K || t == SY_DTYPE_Q6_K || t == SY_DTYPE_Q5_0 ||
+        t == SY_DTYPE_Q5_1)
+        return SY_E_DTYPE; /* dequantize only: no reference quantizer here */
     const int64_t bs = sy_dtype_block_size(t);
     if (n < 0 || n % bs != 0)
         return SY_E_INVALID_ARG;

@@ -76,9 +76,10 @@ uint16_t sy__f32_to_bf16(float f);
  * Returns SY_E_INVALID_ARG when |n| is not a multiple of the block size. */
 sy_status sy__dequantize_row(sy_dtype t, const void *src, float *dst, int64_t n);
 
-/* Converts |n| F32 elements to dtype |t|: F32, F16, BF16, I32 (rounded),
- * Q8_0, Q4_0, Q4_1 (reference quantizers, round to nearest); SY_E_DTYPE for
- * K-quants. */
+/* Converts |n| F32 elements to dtype |t|: F32, F16, BF16, I32 (rounded
+ * half away from zero, saturated, NaN -> 0), Q8_0, Q4_0, Q4_1 (ggml's
+ * reference quantizers, bit-exact); SY_E_DTYPE for the K-quants, Q5_0 and
+ * Q5_1, which are dequantize-only. */
 sy_status sy__quantize_row(sy_dtype t, const float *src, void *dst, int64_t n);
 
 #endif

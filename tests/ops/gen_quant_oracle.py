@@ -32,3 +32,18 @@ x = np.array([((i*7919) % 2001 - 1000) / 256.0 for i in range(32*NB*8)], dtype=n
 for name in ['Q8_0','Q4_0','Q4_1']:
     q = quantize(x.reshape(8,-1), getattr(G,name)).tobytes()
     print(name, hex(fnv(q)), len(q))
+
+def q5_blocks(name):
+    ts = {'Q5_0':22,'Q5_1':24}[name]
+    n = NB*8*ts
+    raw = np.array([(i*131 + 17*(i>>8) + 7) & 0xFF for i in range(n)], dtype=np.uint8).reshape(NB*8, ts)
+    for b in range(NB*8):
+        d = np.uint16(0xa000 + 0x155*b if b % 2 else 0x2000 + 0x155*b)  # some negative scales
+        m = np.uint16(0x1c00 + 0x0ab*b)
+        raw[b,0:2] = np.frombuffer(d.tobytes(), np.uint8)
+        if name == 'Q5_1': raw[b,2:4] = np.frombuffer(m.tobytes(), np.uint8)
+    return raw
+for name in ['Q5_0','Q5_1']:
+    raw = q5_blocks(name)
+    y = dequantize(raw.reshape(1,-1), getattr(G,name)).astype(np.float32).reshape(-1)
+    print(name, hex(fnv(y.tobytes())), [hex(v) for v in y[[0,1,17,40,100,255,1023]].view(np.uint32)])

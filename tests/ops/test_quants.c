@@ -195,6 +195,54 @@ Test(quants, q4_1_dequantizes_hand_built_block)
     cr_assert_eq(y[15], 2.75f);
 }
 
+Test(quants, q5_0_dequantizes_hand_built_block)
+{
+    uint8_t blk[22];
+    blk[0] = 0x00; /* d = -0.5 = 0xb800 */
+    blk[1] = 0xb8;
+    /* qh = 0x80000001: fifth bit set for element 0 and element 31 */
+    blk[2] = 0x01;
+    blk[3] = 0x00;
+    blk[4] = 0x00;
+    blk[5] = 0x80;
+    for (int j = 0; j < 16; j++)
+        blk[6 + j] = (uint8_t)(j | ((15 - j) << 4));
+    float y[32];
+    cr_assert_eq(sy__dequantize_row(SY_DTYPE_Q5_0, blk, y, 32), SY_OK);
+    /* element 0: (0 | 16) - 16 = 0 -> 0 * -0.5 = -0.0 (sign kept, as ggml) */
+    cr_assert_eq(y[0], 0.0f);
+    cr_assert(signbit(y[0]), "q5_0 has no min term: 0 * negative d is -0.0");
+    cr_assert_eq(y[1], (1.0f - 16.0f) * -0.5f);
+    cr_assert_eq(y[15], (15.0f - 16.0f) * -0.5f);
+    cr_assert_eq(y[16], (15.0f - 16.0f) * -0.5f, "element 16: high nibble of byte 0, no fifth bit");
+    cr_assert_eq(y[31], (16.0f + 0.0f - 16.0f) * -0.5f, "element 31: high nibble 0 plus bit 31 of qh");
+    cr_assert_eq(y[30], (1.0f - 16.0f) * -0.5f);
+}
+
+Test(quants, q5_1_dequantizes_hand_built_block)
+{
+    uint8_t blk[24];
+    blk[0] = 0x00; /* d = 0.25 */
+    blk[1] = 0x34;
+    blk[2] = 0x00; /* m = 2.0 */
+    blk[3] = 0x40;
+    /* qh = 0x00010002: fifth bit for element 1 and element 16 */
+    blk[4] = 0x02;
+    blk[5] = 0x00;
+    blk[6] = 0x01;
+    blk[7] = 0x00;
+    for (int j = 0; j < 16; j++)
+        blk[8 + j] = (uint8_t)(j | (j << 4));
+    float y[32];
+    cr_assert_eq(sy__dequantize_row(SY_DTYPE_Q5_1, blk, y, 32), SY_OK);
+    cr_assert_eq(y[0], 2.0f);
+    cr_assert_eq(y[1], 17.0f * 0.25f + 2.0f);
+    cr_assert_eq(y[2], 2.0f * 0.25f + 2.0f);
+    cr_assert_eq(y[16], 16.0f * 0.25f + 2.0f);
+    cr_assert_eq(y[17], 1.0f * 0.25f + 2.0f);
+    cr_assert_eq(y[31], 15.0f * 0.25f + 2.0f);
+}
+
 /* 6-bit scales {1,2,3,4,17,33,50,63} and mins {0,1,5,10,16,20,40,63} of
  * the eight sub-blocks, packed by hand the K-quant way: bytes 0..3 hold
  * scales 0..3 with the top two bits of scales 4..7 in bits 6..7, bytes

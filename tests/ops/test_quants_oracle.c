@@ -103,3 +103,47 @@ Test(quants_oracle, q4_1_quantizes_like_the_gguf_reference)
 {
     check_q(SY_DTYPE_Q4_1, 0x5b148c0402775075ull);
 }
+
+/* NB*8 Q5_0/Q5_1 blocks of deterministic bytes; odd blocks of Q5_0 and
+ * Q5_1 get negative scales, so zero codes produce -0.0 in Q5_0. */
+static void check_q5(sy_dtype t, uint64_t want_hash, const uint32_t spot[7])
+{
+    static const int at[7] = {0, 1, 17, 40, 100, 255, 1023};
+    const uint32_t ts = sy_dtype_type_size(t);
+    uint8_t raw[NB * 8 * 24];
+    float y[NB * 8 * 32];
+    for (uint32_t i = 0; i < NB * 8 * ts; i++)
+        raw[i] = (uint8_t)((i * 131 + 17 * (i >> 8) + 7) & 0xff);
+    for (uint32_t b = 0; b < NB * 8; b++) {
+        const uint16_t d = (uint16_t)((b % 2 ? 0xa000 : 0x2000) + 0x155 * b);
+        const uint16_t m = (uint16_t)(0x1c00 + 0x0ab * b);
+        raw[b * ts] = (uint8_t)d;
+        raw[b * ts + 1] = (uint8_t)(d >> 8);
+        if (t == SY_DTYPE_Q5_1) {
+            raw[b * ts + 2] = (uint8_t)m;
+            raw[b * ts + 3] = (uint8_t)(m >> 8);
+        }
+    }
+    cr_assert_eq(sy__dequantize_row(t, raw, y, NB * 8 * 32), SY_OK);
+    for (int i = 0; i < 7; i++) {
+        uint32_t bits;
+        memcpy(&bits, &y[at[i]], 4);
+        cr_assert_eq(bits, spot[i], "%s y[%d] = %a (0x%08x), oracle 0x%08x", sy_dtype_name(t), at[i],
+                     (double)y[at[i]], bits, spot[i]);
+    }
+    cr_assert_eq(fnv1a(y, sizeof y), want_hash, "%s output differs from the gguf oracle", sy_dtype_name(t));
+}
+
+Test(quants_oracle, q5_0_dequantizes_like_the_gguf_reference)
+{
+    static const uint32_t spot[7] = {0x3d900000, 0xbd000000, 0x3d900000, 0x3e0aa200,
+                                     0xbe2fea00, 0x3e951400, 0xc3143400};
+    check_q5(SY_DTYPE_Q5_0, 0x7d65d180f5b2cd78ull, spot);
+}
+
+Test(quants_oracle, q5_1_dequantizes_like_the_gguf_reference)
+{
+    static const uint32_t spot[7] = {0x3e7c0000, 0x3e140000, 0x3da80000, 0xbe1b4b00,
+                                     0xbd27e400, 0xbf93e8c0, 0xc2d36cb0};
+    check_q5(SY_DTYPE_Q5_1, 0xe125da49bd71d37cull, spot);
+}

@@ -17,13 +17,15 @@ Test(ref_matmul, multiplies_a_hand_built_f32_product)
 }
 
 /* Builds a [K,N,b2,1] weight of dtype |t|: quantized from random floats
- * where a quantizer exists, else random K-quant blocks with sane scales. */
+ * where a quantizer exists, else random blocks (K-quants, Q5_0, Q5_1) with
+ * sane scales. */
 static void *make_weight(sy_dtype t, int64_t K, int64_t rows, tu_rng *rng)
 {
     const uint64_t row_bytes = (uint64_t)K / sy_dtype_block_size(t) * sy_dtype_type_size(t);
     uint8_t *buf = malloc(row_bytes * (uint64_t)rows);
     cr_assert_not_null(buf);
-    if (t == SY_DTYPE_Q4_K || t == SY_DTYPE_Q5_K || t == SY_DTYPE_Q6_K) {
+    if (t == SY_DTYPE_Q4_K || t == SY_DTYPE_Q5_K || t == SY_DTYPE_Q6_K || t == SY_DTYPE_Q5_0 ||
+        t == SY_DTYPE_Q5_1) {
         for (uint64_t i = 0; i < row_bytes * (uint64_t)rows; i++)
             buf[i] = (uint8_t)tu_next(rng);
         const uint32_t ts = sy_dtype_type_size(t);
@@ -35,7 +37,7 @@ static void *make_weight(sy_dtype t, int64_t K, int64_t rows, tu_rng *rng)
             uint8_t *dp = t == SY_DTYPE_Q6_K ? blk + 208 : blk;
             dp[0] = (uint8_t)d;
             dp[1] = (uint8_t)(d >> 8);
-            if (t != SY_DTYPE_Q6_K) {
+            if (t != SY_DTYPE_Q6_K && t != SY_DTYPE_Q5_0) {
                 blk[2] = (uint8_t)dmin;
                 blk[3] = (uint8_t)(dmin >> 8);
             }
@@ -150,6 +152,16 @@ Test(ref_matmul, q5_k_weights_match_dequantize_then_dot)
 Test(ref_matmul, q6_k_weights_match_dequantize_then_dot)
 {
     check_matmul(SY_DTYPE_Q6_K, SY_DTYPE_F32, 256, 3, 2, 1, 1);
+}
+
+Test(ref_matmul, q5_0_weights_match_dequantize_then_dot)
+{
+    check_matmul(SY_DTYPE_Q5_0, SY_DTYPE_F32, 64, 5, 3, 1, 1);
+}
+
+Test(ref_matmul, q5_1_weights_match_dequantize_then_dot)
+{
+    check_matmul(SY_DTYPE_Q5_1, SY_DTYPE_F16, 96, 5, 3, 1, 1);
 }
 
 Test(ref_matmul, broadcasts_weight_batches_over_input_batches)
