@@ -36,6 +36,8 @@ static const char *fmt_time(double s, char *buf, size_t size)
 {
     if (!isfinite(s))
         snprintf(buf, size, "inf");
+    else if (s < 1e-6)
+        snprintf(buf, size, "%.0f ns", s * 1e9);
     else if (s < 1e-3)
         snprintf(buf, size, "%.1f us", s * 1e6);
     else if (s < 1.0)
@@ -114,7 +116,7 @@ void sy__plan_format_reason(const sy_plan *p, uint32_t i, char *out, size_t size
 
 static void explain_table(const sy_plan *p, FILE *f)
 {
-    char a[32], b[32], c[32];
+    char a[32], b[32], c[32], tb[32];
     fprintf(f, "plan: %u nodes on %u device%s (", p->n_nodes, p->n_dev, p->n_dev == 1 ? "" : "s");
     for (uint32_t d = 0; d < p->n_dev; d++)
         fprintf(f, "%s%s", d ? ", " : "", p->dev_name[d]);
@@ -124,7 +126,7 @@ static void explain_table(const sy_plan *p, FILE *f)
     fprintf(f, "predicted step: %s = compute %s + %u transfer%s %s (%s)\n",
             fmt_time(p->predicted_s, a, sizeof a), fmt_time(p->compute_s, b, sizeof b),
             p->n_transfers, p->n_transfers == 1 ? "" : "s", fmt_time(p->transfer_s, c, sizeof c),
-            fmt_bytes(p->transfer_bytes, a, sizeof a));
+            fmt_bytes(p->transfer_bytes, tb, sizeof tb));
     if (p->n_unmeasured)
         fprintf(f, "unmeasured: %u node%s costed by the roofline default (no profile entry)\n",
                 p->n_unmeasured, p->n_unmeasured == 1 ? "" : "s");
@@ -145,9 +147,13 @@ static void explain_table(const sy_plan *p, FILE *f)
         if (s->kind == SY_PLAN_STEP_SEGMENT) {
             const char *first = p->nodes[p->order[s->first]].name;
             const char *last = p->nodes[p->order[s->first + s->count - 1]].name;
-            fprintf(f, "  %-5u segment   %-24s %u node%s (%s .. %s)  %s\n", k + 1,
-                    p->dev_name[s->dev], s->count, s->count == 1 ? "" : "s", first, last,
-                    fmt_time(s->predicted_s, a, sizeof a));
+            if (s->count == 1)
+                fprintf(f, "  %-5u segment   %-24s 1 node (%s)  %s\n", k + 1, p->dev_name[s->dev],
+                        first, fmt_time(s->predicted_s, a, sizeof a));
+            else
+                fprintf(f, "  %-5u segment   %-24s %u nodes (%s .. %s)  %s\n", k + 1,
+                        p->dev_name[s->dev], s->count, first, last,
+                        fmt_time(s->predicted_s, a, sizeof a));
         } else {
             char route[2 * SY_NAME_MAX + 8];
             snprintf(route, sizeof route, "%s -> %s", p->dev_name[s->src], p->dev_name[s->dev]);
@@ -157,11 +163,11 @@ static void explain_table(const sy_plan *p, FILE *f)
         }
     }
     fprintf(f, "\nmemory:\n");
-    for (uint32_t d = 0; d < p->n_dev; d++) {
-        const sy_plan_memory *m = &p->mem[d];
+    for (uint32_t k = 0; k < p->n_dev; k++) {
+        const sy_plan_memory *m = &p->mem[k];
         char w[32], kv[32], act[32], bud[32];
         fprintf(f, "  %-12s weights %s, kv %s, activations %s (no reuse), budget %s\n",
-                p->dev_name[d], fmt_bytes(m->weight_bytes, w, sizeof w),
+                p->dev_name[k], fmt_bytes(m->weight_bytes, w, sizeof w),
                 fmt_bytes(m->kv_bytes, kv, sizeof kv), fmt_bytes(m->activation_bytes, act, sizeof act),
                 m->budget_bytes ? fmt_bytes(m->budget_bytes, bud, sizeof bud) : "unlimited");
     }

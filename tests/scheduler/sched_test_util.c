@@ -1,6 +1,8 @@
 /* Helpers for the scheduler tests; see sched_test_util.h. */
 #include "sched_test_util.h"
 
+#include "plan_internal.h"
+
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -371,4 +373,112 @@ void st_graph_free(st_graph *sg)
         free(sg->blocks[i]);
     free(sg->blocks);
     memset(sg, 0, sizeof *sg);
+}
+
+/* ----------------------------------------------------------- plan checks */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define ST_LEAK_CHECK 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ST_LEAK_CHECK 1
+#endif
+#endif
+#ifdef ST_LEAK_CHECK
+#include <sanitizer/lsan_interface.h>
+void st_check_leaks(void)
+{
+    cr_assert_eq(__lsan_do_recoverable_leak_check(), 0, "memory leaked (report on stderr)");
+}
+#else
+void st_check_leaks(void)
+{
+}
+#endif
+
+static uint32_t root_of(const sy_tensor *t)
+{
+    return t->view_src ? t->view_src->id : t->id;
+}
+
+bool st_check_plan(sy_runtime *rt, const sy_graph *g, const sy_plan *plan, char *why, size_t size)
+{
+    uint32_t nt = sy_graph_tensor_count(g), D = plan->n_dev;
+    uint8_t *avail = calloc((size_t)nt * D + 1, 1);
+    uint8_t *moved = calloc((size_t)nt * D + 1, 1);
+    bool ok = avail && moved;
+    for (uint32_t t = 0; ok && t < nt; t++)
+        if (plan->leaf_home[t] != SY__NO_DEVICE)
+            avail[(size_t)t * D + plan->leaf_home[t]] = 1;
+    for (uint32_t k = 0; ok && k < plan->n_steps; k++) {
+        const sy__plan_step *s = &plan->steps[k];
+        if (s->kind == SY_PLAN_STEP_TRANSFER) {
+            const char *name = sy_graph_tensor(g, s->tensor)->name;
+            if (!avail[(size_t)s->tensor * D + s->src]) {
+                snprintf(why, size, "step %u moves '%s' from %s, which does not hold it", k, name,
+                         plan->dev_name[s->src]);
+                ok = false;
+            } else if (moved[(size_t)s->tensor * D + s->dev]++) {
+                snprintf(why, size, "step %u moves '%s' to %s a second time", k, name,
+                         plan->dev_name[s->dev]);
+                ok = false;
+            }
+            avail[(size_t)s->tensor * D + s->dev] = 1;
+            continue;
+        }
+        for (uint32_t q = 0; ok && q < s->count; q++) {
+            uint32_t i = plan->order[s->first + q];
+            const sy_node *n = sy_graph_node(g, i);
+            sy_support sup;
+            if (plan->nodes[i].dev != s->dev) {
+                snprintf(why, size, "node '%s' sits in a segment of another device", n->name);
+                ok = false;
+            } else if (!sy_runtime_device_supports(rt, plan->dev_index[s->dev], n, &sup)) {
+                snprintf(why, size, "node '%s' runs on %s, which refuses it: %s", n->name,
+                         plan->dev_name[s->dev], sup.text);
+                ok = false;
+            }
+            for (uint32_t j = 0; ok && j < n->n_inputs; j++) {
+                uint32_t r = root_of(n->inputs[j]);
+                if (!avail[(size_t)r * D + s->dev]) {
+                    snprintf(why, size, "node '%s' on %s reads '%s' without a transfer", n->name,
+                             plan->dev_name[s->dev], sy_graph_tensor(g, r)->name);
+                    ok = false;
+                }
+            }
+            avail[(size_t)root_of(n->output) * D + s->dev] = 1;
+        }
+    }
+    for (uint32_t d = 0; ok && d < D; d++) {
+        const sy_plan_memory *m = &plan->mem[d];
+        uint64_t total = m->weight_bytes + m->kv_bytes + m->activation_bytes;
+        if (m->budget_bytes && total > m->budget_bytes) {
+            snprintf(why, size, "%s holds %llu bytes over its budget of %llu", plan->dev_name[d],
+                     (unsigned long long)total, (unsigned long long)m->budget_bytes);
+            ok = false;
+        }
+    }
+    free(avail);
+    free(moved);
+    return ok;
+}
+
+uint32_t st_devices_used(const sy_plan *plan)
+{
+    uint32_t mask = 0, n = 0;
+    for (uint32_t k = 0; k < plan->n_steps; k++)
+        if (plan->steps[k].kind == SY_PLAN_STEP_SEGMENT)
+            mask |= 1u << plan->steps[k].dev;
+    for (; mask; mask &= mask - 1)
+        n++;
+    return n;
+}
+
+sy_plan *st_plan(sy_planner *pl, const sy_graph *g, const sy_plan_options *opts)
+{
+    sy_plan *plan = NULL;
+    sy_status st = sy_planner_plan(pl, g, opts, &plan);
+    cr_assert_eq(st, SY_OK, "plan: %s: %s", sy_status_name(st), sy_planner_last_error(pl));
+    cr_assert_not_null(plan);
+    return plan;
 }

@@ -85,4 +85,24 @@ void st_decoder_graph(st_graph *sg, const st_decoder_shape *shape, uint64_t seed
 
 void st_graph_free(st_graph *sg);
 
+/* ----------------------------------------------------------- plan checks */
+
+/* Checks the invariants every plan keeps: each node runs on a device that
+ * supports it; every input a segment reads is on its device (made there,
+ * homed there, or brought by an earlier transfer from a device holding
+ * it); one transfer per tensor and destination; memory within budgets.
+ * Returns false with the first violation in |why|. */
+bool st_check_plan(sy_runtime *rt, const sy_graph *g, const sy_plan *plan, char *why,
+                   size_t size);
+
+/* Number of distinct devices the plan's segments use. */
+uint32_t st_devices_used(const sy_plan *plan);
+
+/* Plans |g| with |opts| (NULL: defaults), asserting success. */
+sy_plan *st_plan(sy_planner *pl, const sy_graph *g, const sy_plan_options *opts);
+
+/* Under AddressSanitizer, fails the test when memory leaked so far.
+ * Each test calls it last: Criterion ignores the worker's exit report. */
+void st_check_leaks(void);
+
 #endif

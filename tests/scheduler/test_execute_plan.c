@@ -1,0 +1,222 @@
+/* Executing plans across the real cpu device and the fake test devices
+ * (testdev: unified, reference kernels; opaquedev: copies only) gives the
+ * outputs, and the KV caches, of running the graph on the cpu alone. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_internal.h"
+#include "sched_test_util.h"
+
+static const st_decoder_shape decoder = {
+    .n_layer = 3, .n_embd = 64, .n_head = 4, .n_head_kv = 2, .n_ff = 128, .n_vocab = 256,
+    .n_ctx = 16, .n_tokens = 3, .n_past = 4, .kv_type = SY_DTYPE_F16, .with_data = true,
+};
+
+/* Kernels differ (threaded AVX2 sums vs the double-accumulating
+ * reference), so compare within a float tolerance. */
+static void assert_close(const float *got, const float *want, uint64_t n, const char *what)
+{
+    for (uint64_t i = 0; i < n; i++)
+        cr_assert(fabsf(got[i] - want[i]) <= 1e-4f + 1e-4f * fabsf(want[i]),
+                  "%s[%llu]: %g, cpu alone gives %g", what, (unsigned long long)i,
+                  (double)got[i], (double)want[i]);
+}
+
+typedef struct kv_snapshot {
+    void *data[8];
+    uint64_t bytes[8];
+    void *saved[8];
+    uint32_t n;
+} kv_snapshot;
+
+/* Saves the KV leaves' host contents and zeroes them for the next run. */
+static void kv_take(const sy_graph *g, kv_snapshot *kv)
+{
+    kv->n = 0;
+    for (uint32_t i = 0; i < sy_graph_tensor_count(g) && kv->n < 8; i++) {
+        const sy_tensor *t = sy_graph_tensor(g, i);
+        if (t->role != SY_ROLE_KV)
+            continue;
+        kv->data[kv->n] = sy_graph_host_data(g, t);
+        kv->bytes[kv->n] = sy_tensor_nbytes(t);
+        kv->saved[kv->n] = malloc(kv->bytes[kv->n]);
+        memcpy(kv->saved[kv->n], kv->data[kv->n], kv->bytes[kv->n]);
+        memset(kv->data[kv->n], 0, kv->bytes[kv->n]);
+        kv->n++;
+    }
+}
+
+static void kv_assert_same(kv_snapshot *kv)
+{
+    for (uint32_t k = 0; k < kv->n; k++) {
+        /* F16 caches: compare as rounded halves, exact up to one ulp. */
+        const uint16_t *a = kv->data[k], *b = kv->saved[k];
+        for (uint64_t i = 0; i < kv->bytes[k] / 2; i++)
+            cr_assert_leq(abs((int)a[i] - (int)b[i]), 1, "cache %u element %llu: %#x vs %#x", k,
+                          (unsigned long long)i, a[i], b[i]);
+        free(kv->saved[k]);
+    }
+}
+
+static sy_planner *planner_with_profiles(sy_runtime *rt)
+{
+    sy_planner *pl = NULL;
+    cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
+    char path[512];
+    cr_assert_eq(sy_planner_load_profile(pl, st_fixture("testdev_fast_matmul.json", path,
+                                                          sizeof path)),
+                 SY_OK);
+    cr_assert_eq(sy_planner_load_profile(pl, st_fixture("opaquedev_fast_elementwise.json", path,
+                                                          sizeof path)),
+                 SY_OK);
+    return pl;
+}
+
+/* Runs |g| on the cpu alone, then by |plan|, and compares. */
+static void run_both_and_compare(sy_runtime *rt, st_graph *sg, const sy_plan *plan)
+{
+    cr_assert_eq(sy_runtime_execute_on(rt, sg->g, ST_CPU), SY_OK, "%s",
+                 sy_runtime_last_error(rt));
+    float *want = malloc(sg->out_count * sizeof *want);
+    memcpy(want, sg->out, sg->out_count * sizeof *want);
+    memset(sg->out, 0, sg->out_count * sizeof *want);
+    kv_snapshot kv;
+    kv_take(sg->g, &kv);
+    cr_assert_eq(sy_runtime_execute_plan(rt, sg->g, plan), SY_OK, "%s",
+                 sy_runtime_last_error(rt));
+    assert_close(sg->out, want, sg->out_count, "output");
+    kv_assert_same(&kv);
+    free(want);
+}
+
+Test(execute_plan, a_three_device_decoder_plan_matches_the_cpu_alone)
+{
+    sy_runtime *rt = st_runtime();
+    sy_planner *pl = planner_with_profiles(rt);
+    st_graph sg;
+    st_decoder_graph(&sg, &decoder, st_fresh_seed());
+    sy_plan *plan = st_plan(pl, sg.g, NULL);
+    cr_assert_eq(st_devices_used(plan), 3u);
+    sy_plan_summary s;
+    sy_plan_query_summary(plan, &s);
+    cr_assert_gt(s.n_transfers, 4u);
+    run_both_and_compare(rt, &sg, plan);
+    /* Again: buffers of the first run are gone, tensors point at host data. */
+    run_both_and_compare(rt, &sg, plan);
+    sy_plan_release(plan);
+    st_graph_free(&sg);
+    sy_planner_destroy(pl);
+    sy_runtime_destroy(rt);
+    st_check_leaks();
+}
+
+Test(execute_plan, weights_and_caches_shared_across_devices_move_and_come_back)
+{
+    sy_runtime *rt = st_runtime();
+    sy_planner *pl;
+    cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
+    st_graph sg;
+    st_decoder_graph(&sg, &decoder, st_fresh_seed());
+    /* The tied embedding is read on two devices; layer 1 writes its cache
+     * on the device whose buffers the host cannot see. */
+    const char *pins[] = {"token_embd=opaquedev", "output=testdev", "blk.1.*=opaquedev",
+                          "blk.2.attn=testdev"};
+    sy_plan_options o;
+    sy_plan_options_init(&o);
+    o.pins = pins;
+    o.n_pins = 4;
+    sy_plan *plan = st_plan(pl, sg.g, &o);
+    char why[256];
+    cr_assert(st_check_plan(rt, sg.g, plan, why, sizeof why), "%s", why);
+    uint32_t leaf_moves = 0;
+    for (uint32_t k = 0; k < plan->n_steps; k++)
+        leaf_moves += plan->steps[k].kind == SY_PLAN_STEP_TRANSFER &&
+                      plan->steps[k].value_node == SY__NONE;
+    cr_assert_gt(leaf_moves, 0u, "token_embd.weight must move");
+    run_both_and_compare(rt, &sg, plan);
+    sy_plan_release(plan);
+    st_graph_free(&sg);
+    sy_planner_destroy(pl);
+    sy_runtime_destroy(rt);
+    st_check_leaks();
+}
+
+Test(execute_plan, random_graphs_under_random_pins_match_the_cpu_alone)
+{
+    sy_runtime *rt = st_runtime();
+    sy_planner *pl;
+    cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
+    uint64_t seed = st_fresh_seed();
+    static const char *const devs[] = {"cpu", "testdev", "opaquedev"};
+    for (uint32_t trial = 0; trial < 40; trial++) {
+        uint64_t rng = seed + trial;
+        st_graph sg;
+        st_random_graph(&sg, st_range(&rng, 1, 20), trial % 2 == 1, &rng);
+        char texts[64][SY_NAME_MAX + 16];
+        const char *pins[64];
+        uint32_t n_pins = 0;
+        for (uint32_t i = 0; i < sy_graph_node_count(sg.g) && n_pins < 64; i++) {
+            const sy_node *n = sy_graph_node(sg.g, i);
+            if (sy_op_is_view(n->op))
+                continue;
+            uint32_t d = st_range(&rng, 0, 2);
+            if (n->op == SY_OP_ARGMAX)
+                d = 0; /* both fake devices refuse it */
+            snprintf(texts[n_pins], sizeof texts[n_pins], "%s=%s", n->name, devs[d]);
+            pins[n_pins] = texts[n_pins];
+            n_pins++;
+        }
+        sy_plan_options o;
+        sy_plan_options_init(&o);
+        o.pins = pins;
+        o.n_pins = n_pins;
+        sy_plan *plan = st_plan(pl, sg.g, &o);
+        char why[256];
+        cr_assert(st_check_plan(rt, sg.g, plan, why, sizeof why), "seed %llu trial %u: %s",
+                  (unsigned long long)seed, trial, why);
+        cr_assert_eq(sy_runtime_execute_on(rt, sg.g, ST_CPU), SY_OK, "%s",
+                     sy_runtime_last_error(rt));
+        float *want = malloc(sg.out_count * sizeof *want);
+        memcpy(want, sg.out, sg.out_count * sizeof *want);
+        memset(sg.out, 0, sg.out_count * sizeof *want);
+        cr_assert_eq(sy_runtime_execute_plan(rt, sg.g, plan), SY_OK, "seed %llu trial %u: %s",
+                     (unsigned long long)seed, trial, sy_runtime_last_error(rt));
+        for (uint64_t i = 0; i < sg.out_count; i++)
+            cr_assert(fabsf(sg.out[i] - want[i]) <= 1e-4f + 1e-4f * fabsf(want[i]),
+                      "seed %llu trial %u: output[%llu] %g, cpu alone %g",
+                      (unsigned long long)seed, trial, (unsigned long long)i, (double)sg.out[i],
+                      (double)want[i]);
+        free(want);
+        sy_plan_release(plan);
+        st_graph_free(&sg);
+    }
+    sy_planner_destroy(pl);
+    sy_runtime_destroy(rt);
+    st_check_leaks();
+}
+
+Test(execute_plan, refuses_a_plan_made_for_another_graph)
+{
+    sy_runtime *rt = st_runtime();
+    sy_planner *pl;
+    cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
+    uint64_t rng = st_fresh_seed();
+    st_graph a, b;
+    st_random_graph(&a, 5, false, &rng);
+    st_random_graph(&b, 9, false, &rng);
+    sy_plan *plan = st_plan(pl, a.g, NULL);
+    cr_assert_eq(sy_runtime_execute_plan(rt, b.g, plan), SY_E_INVALID_ARG);
+    cr_assert(strstr(sy_runtime_last_error(rt), "the plan is for"), "%s",
+              sy_runtime_last_error(rt));
+    cr_assert_eq(sy_runtime_execute_plan(rt, a.g, NULL), SY_E_INVALID_ARG);
+    cr_assert_eq(sy_runtime_execute_plan(NULL, a.g, plan), SY_E_INVALID_ARG);
+    sy_plan_release(plan);
+    st_graph_free(&a);
+    st_graph_free(&b);
+    sy_planner_destroy(pl);
+    sy_runtime_destroy(rt);
+    st_check_leaks();
+}
