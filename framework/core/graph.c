@@ -245,7 +245,7 @@ sy_status sy_graph_add_node(sy_graph *g, sy_op op, const char *name, sy_tensor *
     st = sy_op_infer(op, inputs, n_inputs, params ? params : &zero, out, why, sizeof why);
     if (st != SY_OK) {
         free(out);
-        return graph_fail(g, st, "node '%s' (%s): %s", nm, sy_op_name(op), why);
+        return graph_fail(g, st, "node '%s': %s", nm, why);
     }
     copy_name(out->name, nm);
     out->role = SY_ROLE_ACTIVATION;
@@ -349,7 +349,7 @@ static sy_status validate_nodes(sy_graph *g)
         sy_status st = sy_op_infer(n->op, n->inputs, n->n_inputs, &n->params, &want, why,
                                    sizeof why);
         if (st != SY_OK)
-            return graph_fail(g, st, "node '%s' (%s): %s", n->name, sy_op_name(n->op), why);
+            return graph_fail(g, st, "node '%s': %s", n->name, why);
         const sy_tensor *o = n->output;
         if (want.dtype != o->dtype || memcmp(want.ne, o->ne, sizeof want.ne) != 0)
             return graph_fail(g, SY_E_SHAPE,

@@ -99,7 +99,9 @@ static inline bool sy_dtype_is_quantized(uint32_t t)
  * ATTENTION  in0 Q F32 [D,Hq,T], in1 K [D,Hkv,S] F32|F16, in2 V [D,Hkv,S] F32|F16,
  *            Hkv | Hq (GQA: query head h reads kv head h / (Hq/Hkv)) -> F32 [D,Hq,T];
  *            softmax(q.k * p.f[0]) . v with query t at position p.i[0] + t and
- *            the causal / window masks of SOFTMAX (p.i[0] n_past, p.i[1] window)
+ *            the causal / window masks of SOFTMAX (p.i[0] n_past, p.i[1] window);
+ *            a fully masked row gives zeros.  SOFTMAX and ATTENTION refuse a
+ *            zero or non-finite scale p.f[0] (an unset parameter, not a choice)
  * SILU, GELU in0 F32 -> F32 (GELU: tanh approximation)
  * SWIGLU     in0 gate F32, in1 up F32 (same shape) -> silu(gate) * up
  * GEGLU      in0 gate F32, in1 up F32 (same shape) -> gelu(gate) * up
