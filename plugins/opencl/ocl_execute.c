@@ -1,0 +1,224 @@
+/* Graph-segment execution on an OpenCL device: every node is enqueued on
+ * the device's in-order queue and execute() returns without waiting;
+ * synchronize() waits (clFinish), makes imported host memory that kernels
+ * wrote current, and reports an out-of-range GET_ROWS id.
+ *
+ * A node whose program failed to build, or whose launch the device
+ * refused, runs on the host through the reference kernel instead (after
+ * the queue drains), with a warning that names the node and the reason:
+ * the run continues, slower, and says so.  supports() refuses such ops
+ * from then on, so the next plan places them elsewhere. */
+#include <string.h>
+
+#include "ocl_internal.h"
+
+sy_status ocl_note_written(ocl_state *s, ocl_dev *d, ocl_buffer *b)
+{
+    if (b->pending_sync)
+        return SY_OK;
+    if (d->n_pending == d->cap_pending) {
+        uint32_t cap = d->cap_pending ? d->cap_pending * 2 : 16;
+        ocl_buffer **p = s->host->alloc(s->host->ctx, sizeof *p * cap, 16);
+        if (!p)
+            return SY_E_NO_MEMORY;
+        if (d->pending) {
+            memcpy(p, d->pending, sizeof *p * d->n_pending);
+            s->host->free(s->host->ctx, d->pending);
+        }
+        d->pending = p;
+        d->cap_pending = cap;
+    }
+    d->pending[d->n_pending++] = b;
+    b->pending_sync = true;
+    return SY_OK;
+}
+
+/* ---------------------------------------------------------- host fallback */
+
+/* Host copies of the tensors of one node run on the host. */
+typedef struct ocl_host_node {
+    sy_node node;
+    sy_tensor tensors[SY_MAX_INPUTS + 1];
+    void *temp[SY_MAX_INPUTS + 1]; /* host memory we allocated, or NULL */
+} ocl_host_node;
+
+/* Gives host tensor |h| (a copy of |t|) host memory holding t's bytes. */
+static sy_status ocl_host_view(ocl_state *s, ocl_dev *d, const sy_tensor *t, sy_tensor *h,
+                               void **out_temp)
+{
+    *h = *t;
+    *out_temp = NULL;
+    const ocl_buffer *b = t->buffer;
+    if (!b)
+        return t->data ? SY_OK : SY_E_INVALID_ARG;
+    const uint64_t span = sy_tensor_nbytes(t);
+    if (t->offset > b->size || span > b->size - t->offset)
+        return SY_E_INVALID_ARG;
+    if (b->mapped) {
+        h->data = (char *)b->host + t->offset;
+        return SY_OK;
+    }
+    void *tmp = s->host->alloc(s->host->ctx, span ? (size_t)span : 1, 64);
+    if (!tmp)
+        return SY_E_NO_MEMORY;
+    if (span) {
+        cl_int err = clEnqueueReadBuffer(d->queue, b->mem, CL_TRUE, (size_t)t->offset,
+                                         (size_t)span, tmp, 0, NULL, NULL);
+        if (err != CL_SUCCESS) {
+            s->host->free(s->host->ctx, tmp);
+            return SY_E_DEVICE;
+        }
+    }
+    h->data = tmp;
+    *out_temp = tmp;
+    return SY_OK;
+}
+
+static sy_status ocl_run_on_host(ocl_state *s, ocl_dev *d, const sy_node *node)
+{
+    if (!s->host->reference_execute)
+        return SY_E_UNSUPPORTED;
+    if (clFinish(d->queue) != CL_SUCCESS)
+        return SY_E_DEVICE;
+    ocl_host_node *hn = s->host->alloc(s->host->ctx, sizeof *hn, 16);
+    if (!hn)
+        return SY_E_NO_MEMORY;
+    memset(hn, 0, sizeof *hn);
+    hn->node = *node;
+    sy_status st = SY_OK;
+    const uint32_t n_in = node->n_inputs <= SY_MAX_INPUTS ? node->n_inputs : SY_MAX_INPUTS;
+    for (uint32_t i = 0; i < n_in && st == SY_OK; i++) {
+        st = ocl_host_view(s, d, node->inputs[i], &hn->tensors[i], &hn->temp[i]);
+        hn->node.inputs[i] = &hn->tensors[i];
+    }
+    if (st == SY_OK) {
+        st = ocl_host_view(s, d, node->output, &hn->tensors[SY_MAX_INPUTS],
+                           &hn->temp[SY_MAX_INPUTS]);
+        hn->node.output = &hn->tensors[SY_MAX_INPUTS];
+    }
+    if (st == SY_OK)
+        st = s->host->reference_execute(s->host->ctx, &hn->node);
+    if (st == SY_OK && hn->temp[SY_MAX_INPUTS]) {
+        const sy_tensor *out = node->output;
+        const ocl_buffer *b = out->buffer;
+        const uint64_t span = sy_tensor_nbytes(out);
+        cl_int err = span ? clEnqueueWriteBuffer(d->queue, b->mem, CL_TRUE, (size_t)out->offset,
+                                                 (size_t)span, hn->temp[SY_MAX_INPUTS], 0, NULL,
+                                                 NULL)
+                          : CL_SUCCESS;
+        if (err != CL_SUCCESS)
+            st = SY_E_DEVICE;
+    }
+    for (uint32_t i = 0; i <= SY_MAX_INPUTS; i++)
+        if (hn->temp[i])
+            s->host->free(s->host->ctx, hn->temp[i]);
+    s->host->free(s->host->ctx, hn);
+    return st;
+}
+
+/* ------------------------------------------------------------- execution */
+
+static const char *ocl_status_name(sy_status st)
+{
+    switch (st) {
+#define OCL_STATUS_NAME_(name, value, msg) \
+    case name:                             \
+        return #name;
+        SY_STATUS_TABLE(OCL_STATUS_NAME_)
+#undef OCL_STATUS_NAME_
+    }
+    return "SY_E_UNKNOWN";
+}
+
+sy_status ocl_device_execute(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n)
+{
+    ocl_state *s = state;
+    if (!s || dev >= s->n_devs || (!nodes && n))
+        return SY_E_INVALID_ARG;
+    ocl_dev *d = &s->devs[dev];
+    for (uint32_t i = 0; i < n; i++) {
+        const sy_node *node = nodes[i];
+        if (!node || node->op >= SY_OP_COUNT || !node->output ||
+            node->n_inputs > SY_MAX_INPUTS)
+            return SY_E_INVALID_ARG;
+        if (sy_op_is_view(node->op))
+            continue;
+        const char *why = "";
+        sy_status st = ocl_launch_node(s, d, node, &why);
+        if (st == SY_E_UNSUPPORTED) {
+            const ocl_family f = ocl_node_family(node);
+            const char *detail = f < OCL_FAM_COUNT && d->progs[f].state == OCL_PROG_FAILED
+                                     ? d->progs[f].log
+                                     : "";
+            ocl_log(s, SY_LOG_WARN, "%s: node '%s' (%s) runs on the host: %s%s%.200s",
+                    d->desc.name, node->name, ocl_op_name(s, node->op), why,
+                    detail[0] ? ": " : "", detail);
+            st = ocl_run_on_host(s, d, node);
+        }
+        const ocl_buffer *ob = node->output->buffer;
+        if (st == SY_OK && ob && ob->imported)
+            st = ocl_note_written(s, d, node->output->buffer);
+        if (st != SY_OK) {
+            ocl_log(s, SY_LOG_ERROR, "%s: node '%s' (%s) failed: %s%s%s", d->desc.name,
+                    node->name, ocl_op_name(s, node->op), ocl_status_name(st),
+                    why[0] ? ": " : "", why);
+            return st;
+        }
+    }
+    /* Start the work now; synchronize() waits for it. */
+    cl_int err = clFlush(d->queue);
+    if (err != CL_SUCCESS) {
+        ocl_log(s, SY_LOG_ERROR, "%s: clFlush failed: %s", d->desc.name, ocl_error_name(err));
+        return SY_E_DEVICE;
+    }
+    return SY_OK;
+}
+
+sy_status ocl_device_synchronize(void *state, uint32_t dev)
+{
+    ocl_state *s = state;
+    if (!s || dev >= s->n_devs)
+        return SY_E_INVALID_ARG;
+    ocl_dev *d = &s->devs[dev];
+    cl_int err = clFinish(d->queue);
+    sy_status st = SY_OK;
+    if (err != CL_SUCCESS) {
+        ocl_log(s, SY_LOG_ERROR, "%s: clFinish failed: %s", d->desc.name, ocl_error_name(err));
+        st = SY_E_DEVICE;
+    }
+    /* Mapping an imported buffer is what makes the host copy current where
+     * the driver keeps a device copy of it (a no-op on zero-copy devices). */
+    for (uint32_t i = 0; i < d->n_pending; i++) {
+        ocl_buffer *b = d->pending[i];
+        b->pending_sync = false;
+        cl_int merr = CL_SUCCESS;
+        void *p = clEnqueueMapBuffer(d->queue, b->mem, CL_TRUE, CL_MAP_READ, 0, (size_t)b->size, 0,
+                                     NULL, NULL, &merr);
+        if (!p || merr != CL_SUCCESS) {
+            ocl_log(s, SY_LOG_ERROR, "%s: mapping a written host buffer failed: %s", d->desc.name,
+                    ocl_error_name(merr));
+            st = SY_E_DEVICE;
+            continue;
+        }
+        clEnqueueUnmapMemObject(d->queue, b->mem, p, 0, NULL, NULL);
+    }
+    d->n_pending = 0;
+    if (clFinish(d->queue) != CL_SUCCESS)
+        st = SY_E_DEVICE;
+    if (d->flag_armed) {
+        d->flag_armed = false;
+        cl_int flag = 0;
+        err = clEnqueueReadBuffer(d->queue, d->flag, CL_TRUE, 0, sizeof flag, &flag, 0, NULL, NULL);
+        if (err != CL_SUCCESS)
+            return SY_E_DEVICE;
+        if (flag) {
+            const cl_int zero = 0;
+            clEnqueueWriteBuffer(d->queue, d->flag, CL_TRUE, 0, sizeof zero, &zero, 0, NULL, NULL);
+            ocl_log(s, SY_LOG_ERROR, "%s: get_rows: a row id was out of range of the table",
+                    d->desc.name);
+            if (st == SY_OK)
+                st = SY_E_INVALID_ARG;
+        }
+    }
+    return st;
+}
