@@ -48,6 +48,12 @@ void npu_format_size(uint64_t bytes, char *out, size_t size)
         v /= 1024.0;
         u++;
     }
+    /* "1.0 GiB" for 1 GiB + 1 MiB would hide the difference that
+     * matters in a refusal: say "1025 MiB" instead. */
+    if (u > 0 && v != floor(v) && floor(v * 10.0 + 0.5) == floor(v) * 10.0) {
+        v *= 1024.0;
+        u--;
+    }
     if (v == floor(v))
         snprintf(out, size, "%.0f %s", v, units[u]);
     else

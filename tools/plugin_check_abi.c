@@ -1,0 +1,371 @@
+/* plugin-check: loading, the ABI table, init/deinit and describe().
+ * These mirror the loader's refusals (docs/plugin-guide.md, "Refusals")
+ * and add what a loader cannot see: a table that misreports its size,
+ * describe() writing past the struct_size it was given, state that leaks
+ * or is shared between two inits. */
+#include <ctype.h>
+#include <dlfcn.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugin_check_internal.h"
+
+/* A table claiming more than this is not a table. */
+#define PCHECK_MAX_TABLE_SIZE 4096u
+#define PCHECK_MAX_DEVICES 256u
+
+static const struct {
+    const char *name;
+    size_t offset;
+} pcheck_required[] = {
+    {"init", offsetof(sy_plugin_desc, init)},
+    {"deinit", offsetof(sy_plugin_desc, deinit)},
+    {"device_count", offsetof(sy_plugin_desc, device_count)},
+    {"describe", offsetof(sy_plugin_desc, describe)},
+    {"supports", offsetof(sy_plugin_desc, supports)},
+    {"buffer_alloc", offsetof(sy_plugin_desc, buffer_alloc)},
+    {"buffer_free", offsetof(sy_plugin_desc, buffer_free)},
+    {"copy_in", offsetof(sy_plugin_desc, copy_in)},
+    {"copy_out", offsetof(sy_plugin_desc, copy_out)},
+    {"execute", offsetof(sy_plugin_desc, execute)},
+    {"synchronize", offsetof(sy_plugin_desc, synchronize)},
+};
+
+static const struct {
+    const char *name;
+    size_t offset;
+} pcheck_optional[] = {
+    {"buffer_import_host", offsetof(sy_plugin_desc, buffer_import_host)},
+    {"buffer_host_ptr", offsetof(sy_plugin_desc, buffer_host_ptr)},
+    {"copy_device", offsetof(sy_plugin_desc, copy_device)},
+    {"self_test", offsetof(sy_plugin_desc, self_test)},
+};
+
+static bool pcheck_entry_present(const sy_plugin_desc *t, size_t offset)
+{
+    void (*fn)(void);
+    memcpy(&fn, (const char *)t + offset, sizeof fn);
+    return fn != NULL;
+}
+
+/* True when |s| is a NUL-terminated string of printable characters
+ * within |max| bytes. */
+static bool pcheck_good_string(const char *s, size_t max, bool allow_empty)
+{
+    if (!s)
+        return false;
+    size_t n = strnlen(s, max);
+    if (n == max || (n == 0 && !allow_empty))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isprint((unsigned char)s[i]))
+            return false;
+    return true;
+}
+
+static bool pcheck_table_strings(pcheck_run *run, const sy_plugin_desc *t)
+{
+    if (!pcheck_good_string(t->name, SY_NAME_MAX, false))
+        return pcheck_add(run, "abi", -1, SY_PCHECK_FAIL, "table names the plugin",
+                          "name is NULL, empty, unprintable or longer than %d bytes",
+                          SY_NAME_MAX - 1);
+    for (const char *c = t->name; *c; c++)
+        if (*c == '/' || *c == ',' || *c == ':' || isspace((unsigned char)*c))
+            return pcheck_add(run, "abi", -1, SY_PCHECK_FAIL, "table names the plugin",
+                              "name '%s' contains '%c' (names appear in device lists)",
+                              t->name, *c);
+    snprintf(run->report->plugin, sizeof run->report->plugin, "%s", t->name);
+    pcheck_add(run, "abi", -1, SY_PCHECK_PASS, "table names the plugin", "'%s'", t->name);
+    if (!pcheck_good_string(t->version, SY_NAME_MAX, false) ||
+        !pcheck_good_string(t->vendor, 256, false))
+        return pcheck_add(run, "abi", -1, SY_PCHECK_FAIL, "table has version and vendor",
+                          "version or vendor is NULL, empty or unprintable");
+    snprintf(run->report->version, sizeof run->report->version, "%s", t->version);
+    return pcheck_add(run, "abi", -1, SY_PCHECK_PASS, "table has version and vendor",
+                      "version '%s', vendor '%s'", t->version, t->vendor);
+}
+
+bool pcheck_abi(pcheck_run *run)
+{
+    const char *path = run->opts->path;
+    dlerror();
+    run->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!run->dl) {
+        const char *e = dlerror();
+        pcheck_add(run, "abi", -1, SY_PCHECK_FAIL, "loads as a shared object", "%s",
+                   e ? e : "dlopen failed");
+        return false;
+    }
+    pcheck_pass(run, "abi", -1, "loads as a shared object");
+
+    sy_plugin_query_fn query = NULL;
+    void *sym = dlsym(run->dl, SY_PLUGIN_ENTRY_SYMBOL);
+    memcpy(&query, &sym, sizeof query);
+    if (!query) {
+        pcheck_add(run, "abi", -1, SY_PCHECK_FAIL, "exports sy_plugin_query",
+                   "no '%s' symbol (missing, misspelt or not exported)", SY_PLUGIN_ENTRY_SYMBOL);
+        return false;
+    }
+    pcheck_pass(run, "abi", -1, "exports sy_plugin_query");
+
+    const sy_plugin_desc *t = query(SY_PLUGIN_ABI_VERSION);
+    if (!t) {
+        pcheck_add(run, "abi", -1, SY_PCHECK_FAIL, "serves a host of ABI 1.0",
+                   "sy_plugin_query(0x%08x) returned NULL", SY_PLUGIN_ABI_VERSION);
+        return false;
+    }
+    pcheck_pass(run, "abi", -1, "serves a host of ABI 1.0");
+    const uint32_t foreign = (SY_PLUGIN_ABI_MAJOR + 1u) << 16;
+    if (query(foreign) != NULL)
+        pcheck_add(run, "abi", -1, SY_PCHECK_FAIL, "refuses a host of another major ABI",
+                   "sy_plugin_query(0x%08x) returned a table; it must return NULL", foreign);
+    else
+        pcheck_pass(run, "abi", -1, "refuses a host of another major ABI");
+
+    run->report->abi_version = t->abi_version;
+    if (SY_PLUGIN_ABI_MAJOR_OF(t->abi_version) != SY_PLUGIN_ABI_MAJOR) {
+        pcheck_add(run, "abi", -1, SY_PCHECK_FAIL, "table ABI major matches",
+                   "built for ABI %u.%u, host is %u.%u", SY_PLUGIN_ABI_MAJOR_OF(t->abi_version),
+                   t->abi_version & 0xffffu, SY_PLUGIN_ABI_MAJOR, SY_PLUGIN_ABI_MINOR);
+        return false;
+    }
+    pcheck_add(run, "abi", -1, SY_PCHECK_PASS, "table ABI major matches", "ABI %u.%u",
+               SY_PLUGIN_ABI_MAJOR_OF(t->abi_version), t->abi_version & 0xffffu);
+    if (t->struct_size < PCHECK_DESC_SIZE_1_0 || t->struct_size > PCHECK_MAX_TABLE_SIZE) {
+        pcheck_add(run, "abi", -1, SY_PCHECK_FAIL, "table struct_size covers ABI 1.0",
+                   "struct_size %u; ABI 1.0 needs %zu bytes (at most %u accepted)",
+                   t->struct_size, (size_t)PCHECK_DESC_SIZE_1_0, PCHECK_MAX_TABLE_SIZE);
+        return false;
+    }
+    pcheck_add(run, "abi", -1, SY_PCHECK_PASS, "table struct_size covers ABI 1.0",
+               "%u bytes (this host reads %zu)", t->struct_size, sizeof(sy_plugin_desc));
+    /* Read only what struct_size covers, as the core does. */
+    memset(&run->table, 0, sizeof run->table);
+    memcpy(&run->table, t,
+           t->struct_size < sizeof run->table ? t->struct_size : sizeof run->table);
+
+    if (!pcheck_table_strings(run, &run->table))
+        return false;
+
+    char missing[256] = "";
+    for (size_t i = 0; i < sizeof pcheck_required / sizeof pcheck_required[0]; i++) {
+        if (pcheck_entry_present(&run->table, pcheck_required[i].offset))
+            continue;
+        size_t used = strlen(missing);
+        snprintf(missing + used, sizeof missing - used, "%s'%s'", used ? ", " : "",
+                 pcheck_required[i].name);
+    }
+    if (missing[0]) {
+        pcheck_add(run, "abi", -1, SY_PCHECK_FAIL, "required functions are present",
+                   "NULL: %s", missing);
+        return false;
+    }
+    pcheck_pass(run, "abi", -1, "required functions are present");
+    char optional[256] = "";
+    for (size_t i = 0; i < sizeof pcheck_optional / sizeof pcheck_optional[0]; i++) {
+        size_t used = strlen(optional);
+        snprintf(optional + used, sizeof optional - used, "%s%s %s", used ? ", " : "",
+                 pcheck_optional[i].name,
+                 pcheck_entry_present(&run->table, pcheck_optional[i].offset) ? "yes" : "no");
+    }
+    pcheck_add(run, "abi", -1, SY_PCHECK_PASS, "optional functions", "%s", optional);
+    return true;
+}
+
+/* Runs init; on failure records |check| with the status and what the
+ * plugin logged. */
+static bool pcheck_init_state(pcheck_run *run, const char *check, void **out_state)
+{
+    *out_state = NULL;
+    sy_status st = run->table.init(&run->host.host, out_state);
+    if (st == SY_OK)
+        return true;
+    char said[512];
+    pcheck_host_take_error(&run->host, said, sizeof said);
+    pcheck_add(run, "lifecycle", -1, SY_PCHECK_FAIL, check, "init failed: %s (%s)%s%s",
+               sy_status_name(st), sy_status_str(st), said[0] ? "; plugin said: " : "", said);
+    if (*out_state)
+        pcheck_add(run, "lifecycle", -1, SY_PCHECK_FAIL, "failed init leaves nothing",
+                   "init failed but set *out_state");
+    *out_state = NULL;
+    return false;
+}
+
+bool pcheck_lifecycle(pcheck_run *run)
+{
+    const int64_t before = pcheck_host_live_allocs(&run->host);
+    if (!pcheck_init_state(run, "init succeeds", &run->state))
+        return false;
+    pcheck_pass(run, "lifecycle", -1, "init succeeds");
+
+    run->device_count = run->table.device_count(run->state);
+    if (run->device_count == 0 || run->device_count > PCHECK_MAX_DEVICES) {
+        pcheck_add(run, "lifecycle", -1, SY_PCHECK_FAIL, "device_count is 1..256",
+                   "device_count() returned %u", run->device_count);
+        run->table.deinit(run->state);
+        return false;
+    }
+    pcheck_add(run, "lifecycle", -1, SY_PCHECK_PASS, "device_count is 1..256", "%u device(s)",
+               run->device_count);
+
+    /* Three more init/deinit cycles while the first state lives: no
+     * globals, and each deinit returns what its init took. */
+    const int64_t with_one = pcheck_host_live_allocs(&run->host);
+    bool ok = true;
+    char detail[160] = "";
+    for (int i = 0; i < 3 && ok; i++) {
+        void *extra = NULL;
+        if (!pcheck_init_state(run, "repeated init/deinit", &extra)) {
+            ok = false;
+            break;
+        }
+        if (extra == run->state && extra != NULL) {
+            snprintf(detail, sizeof detail, "a second init returned the same state pointer");
+            ok = false;
+        }
+        if (run->table.device_count(extra) != run->device_count) {
+            snprintf(detail, sizeof detail, "device_count changed between two states");
+            ok = false;
+        }
+        run->table.deinit(extra);
+        const int64_t now = pcheck_host_live_allocs(&run->host);
+        if (ok && now != with_one) {
+            snprintf(detail, sizeof detail,
+                     "cycle %d: %lld host allocation(s) left after deinit", i + 1,
+                     (long long)(now - with_one));
+            ok = false;
+        }
+    }
+    if (ok)
+        pcheck_add(run, "lifecycle", -1, SY_PCHECK_PASS, "repeated init/deinit",
+                   "3 cycles with a live state; %lld host allocation(s) per state",
+                   (long long)(with_one - before));
+    else if (detail[0])
+        pcheck_add(run, "lifecycle", -1, SY_PCHECK_FAIL, "repeated init/deinit", "%s", detail);
+    return true;
+}
+
+static bool pcheck_desc_strings(const sy_device_desc *d, char *why, size_t size)
+{
+    const struct {
+        const char *field;
+        const char *s;
+        size_t max;
+        bool allow_empty;
+    } fields[] = {
+        {"name", d->name, sizeof d->name, false},
+        {"model", d->model, sizeof d->model, true},
+        {"vendor", d->vendor, sizeof d->vendor, true},
+        {"driver", d->driver, sizeof d->driver, true},
+        {"topology", d->topology, sizeof d->topology, true},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (!pcheck_good_string(fields[i].s, fields[i].max, fields[i].allow_empty)) {
+            snprintf(why, size, "%s is %s", fields[i].field,
+                     strnlen(fields[i].s, fields[i].max) == fields[i].max
+                         ? "not NUL-terminated"
+                         : "empty or holds unprintable bytes");
+            return false;
+        }
+    }
+    return true;
+}
+
+bool pcheck_describe(pcheck_run *run, uint32_t dev, sy_device_desc *out_desc)
+{
+    const int32_t d = (int32_t)dev;
+    sy_device_desc *desc = out_desc;
+    memset(desc, 0, sizeof *desc);
+    desc->struct_size = (uint32_t)sizeof *desc;
+    sy_status st = run->table.describe(run->state, dev, desc);
+    if (st != SY_OK) {
+        char said[512];
+        pcheck_host_take_error(&run->host, said, sizeof said);
+        pcheck_add(run, "describe", d, SY_PCHECK_FAIL, "describe succeeds", "%s%s%s",
+                   sy_status_name(st), said[0] ? "; plugin said: " : "", said);
+        return false;
+    }
+    pcheck_add(run, "describe", d, SY_PCHECK_PASS, "describe succeeds", "'%s': %s",
+               desc->name, desc->model);
+
+    char why[160];
+    if (desc->kind > SY_DEVICE_NPU)
+        pcheck_add(run, "describe", d, SY_PCHECK_FAIL, "kind is cpu, gpu or npu", "kind %u",
+                   desc->kind);
+    else
+        pcheck_pass(run, "describe", d, "kind is cpu, gpu or npu");
+    if (!pcheck_desc_strings(desc, why, sizeof why))
+        pcheck_add(run, "describe", d, SY_PCHECK_FAIL, "strings are terminated and printable",
+                   "%s", why);
+    else
+        pcheck_pass(run, "describe", d, "strings are terminated and printable");
+    if (desc->memory_bytes == 0)
+        pcheck_add(run, "describe", d, SY_PCHECK_FAIL, "reports its memory size",
+                   "memory_bytes is 0; the planner needs a budget");
+    else
+        pcheck_add(run, "describe", d, SY_PCHECK_PASS, "reports its memory size",
+                   "%llu bytes%s", (unsigned long long)desc->memory_bytes,
+                   desc->unified_memory ? ", unified with host memory" : ", its own memory");
+    if (desc->unified_memory > 1 || desc->struct_size != sizeof *desc || desc->peak_flops < 0 ||
+        desc->peak_bandwidth < 0)
+        pcheck_add(run, "describe", d, SY_PCHECK_FAIL, "fields are in range",
+                   "unified_memory %u, struct_size %u (given %zu), peak_flops %g, "
+                   "peak_bandwidth %g",
+                   desc->unified_memory, desc->struct_size, sizeof *desc, desc->peak_flops,
+                   desc->peak_bandwidth);
+    else
+        pcheck_pass(run, "describe", d, "fields are in range");
+
+    /* An older core hands a shorter struct: nothing past it may change. */
+    enum { CANARY = 0xa5 };
+    const size_t short_size = offsetof(sy_device_desc, memory_bytes);
+    union {
+        sy_device_desc desc;
+        unsigned char raw[sizeof(sy_device_desc)];
+    } small;
+    memset(small.raw, CANARY, sizeof small.raw);
+    memset(small.raw, 0, short_size);
+    small.desc.struct_size = (uint32_t)short_size;
+    st = run->table.describe(run->state, dev, &small.desc);
+    bool intact = true;
+    for (size_t i = short_size; i < sizeof small.raw; i++)
+        intact = intact && small.raw[i] == CANARY;
+    if (st != SY_OK || !intact)
+        pcheck_add(run, "describe", d, SY_PCHECK_FAIL, "describe honours a smaller struct_size",
+                   st != SY_OK ? "describe(struct_size %zu) failed: %s"
+                               : "describe(struct_size %zu) wrote past it%s",
+                   short_size, st != SY_OK ? sy_status_name(st) : "");
+    else
+        pcheck_pass(run, "describe", d, "describe honours a smaller struct_size");
+
+    sy_device_desc bad;
+    memset(&bad, 0, sizeof bad);
+    bad.struct_size = (uint32_t)sizeof bad;
+    st = run->table.describe(run->state, run->device_count, &bad);
+    pcheck_add(run, "describe", d, st != SY_OK ? SY_PCHECK_PASS : SY_PCHECK_FAIL,
+               "describe refuses a device index out of range", "describe(%u) returned %s",
+               run->device_count, sy_status_name(st));
+
+    for (uint32_t other = 0; other < dev; other++) {
+        sy_device_desc o;
+        memset(&o, 0, sizeof o);
+        o.struct_size = (uint32_t)sizeof o;
+        if (run->table.describe(run->state, other, &o) == SY_OK &&
+            strncmp(o.name, desc->name, sizeof o.name) == 0)
+            pcheck_add(run, "describe", d, SY_PCHECK_FAIL, "device name is unique",
+                       "device %u is also named '%s'", other, o.name);
+    }
+
+    if (run->table.self_test) {
+        char msg[256] = "";
+        st = run->table.self_test(run->state, dev, msg, sizeof msg);
+        msg[sizeof msg - 1] = '\0';
+        pcheck_add(run, "describe", d, st == SY_OK ? SY_PCHECK_PASS : SY_PCHECK_FAIL,
+                   "self_test passes", "%s%s%s", st == SY_OK ? "" : sy_status_name(st),
+                   st != SY_OK && msg[0] ? ": " : "", msg);
+    } else {
+        pcheck_add(run, "describe", d, SY_PCHECK_SKIP, "self_test passes", "no self_test entry");
+    }
+    return true;
+}
