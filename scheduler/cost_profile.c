@@ -159,7 +159,8 @@ static sy_status prof_read_op(prof_reader *r, const cJSON *o, uint32_t i, sy__op
             return prof_fail(r, "%s: needs flops or bytes above zero", pw);
         e->n_points++;
     }
-    qsort(e->points, e->n_points, sizeof *e->points, point_cmp);
+    if (e->n_points > 1)
+        qsort(e->points, e->n_points, sizeof *e->points, point_cmp);
     return SY_OK;
 }
 

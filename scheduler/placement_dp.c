@@ -393,7 +393,8 @@ static sy_status dp_block_class(dp_ctx *c, uint32_t lo, uint32_t hi, bool reuse,
     c->n_classes++; /* counted now so that cleanup frees a half-made class */
     if (!cl->words || !cl->m || !cl->asg)
         return SY_E_NO_MEMORY;
-    memcpy(cl->words, c->words, n_words * sizeof *cl->words);
+    if (n_words)
+        memcpy(cl->words, c->words, n_words * sizeof *cl->words);
     st = dp_solve_block(c, lo, hi, cl);
     *out_class = c->n_classes - 1;
     return st;

@@ -256,6 +256,14 @@ void sy__ctx_home_leaves(sy__plan_ctx *c)
                 seen[v & ~SY__LEAF_BIT] |= (uint8_t)(1u << c->assign[k]);
         }
     }
+    /* An output that only views a leaf is read by the caller: the leaf
+     * needs a home even though no node reads it. */
+    for (uint32_t t = 0; t < c->n_tensors; t++) {
+        uint32_t v = c->value_of[t];
+        if ((v & SY__LEAF_BIT) && !seen[v & ~SY__LEAF_BIT] &&
+            sy_graph_is_output(c->g, sy_graph_tensor(c->g, t)))
+            seen[v & ~SY__LEAF_BIT] = 1;
+    }
     for (uint32_t t = 0; t < c->n_tensors; t++) {
         uint8_t mask = seen[t];
         if (mask == 0) {
