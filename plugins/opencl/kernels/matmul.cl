@@ -62,8 +62,8 @@
                     red[m * ls + lid] += red[m * ls + lid + s];                               \
         }                                                                                     \
         barrier(CLK_LOCAL_MEM_FENCE);                                                         \
-        if (lid < mc)                                                                         \
-            *(global float *)ELEM_AT(y, n, m0 + lid, i2, i3) = red[lid * ls];                 \
+        for (int m = lid; m < mc; m += ls)                                                    \
+            *(global float *)ELEM_AT(y, n, m0 + m, i2, i3) = red[m * ls];                     \
     }                                                                                         \
                                                                                               \
     kernel __attribute__((reqd_work_group_size(16, 16, 1))) void mm_##name(                  \
