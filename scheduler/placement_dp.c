@@ -236,7 +236,8 @@ static sy_status dp_step(dp_ctx *c, uint32_t i, uint32_t prev_lo, uint32_t prev_
                 continue;
             cost += prev.cost;
             uint32_t av[64];
-            memcpy(av, avail, np * sizeof *av);
+            for (uint32_t k = 0; k < np; k++)
+                av[k] = avail[k];
             for (uint32_t j = 0; j < n_in; j++) {
                 uint32_t k = in_pos[j];
                 if (av[k] >> d & 1u)

@@ -17,16 +17,47 @@
 
 #include "plan_internal.h"
 
+/* Words are buffered and hashed four lanes at a time: each lane is a
+ * multiply-xorshift chain, and independent lanes keep the multiplier busy
+ * instead of waiting on one chain (a cache hit is mostly this loop). */
+#define SIG_BUF 256
+
 typedef struct sig {
-    uint64_t a, b;
+    uint64_t lane[4];
+    uint64_t buf[SIG_BUF];
+    uint32_t n;
 } sig;
+
+static inline uint64_t sig_mix(uint64_t h, uint64_t w)
+{
+    h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 31);
+}
+
+static void sig_flush(sig *s)
+{
+    uint64_t a = s->lane[0], b = s->lane[1], c = s->lane[2], d = s->lane[3];
+    uint32_t n = s->n & ~3u;
+    for (uint32_t i = 0; i < n; i += 4) {
+        a = sig_mix(a, s->buf[i]);
+        b = sig_mix(b, s->buf[i + 1]);
+        c = sig_mix(c, s->buf[i + 2]);
+        d = sig_mix(d, s->buf[i + 3]);
+    }
+    for (uint32_t i = n; i < s->n; i++)
+        a = sig_mix(a, s->buf[i] ^ ((uint64_t)i << 56));
+    s->lane[0] = a;
+    s->lane[1] = b;
+    s->lane[2] = c;
+    s->lane[3] = d;
+    s->n = 0;
+}
 
 static inline void sig_word(sig *s, uint64_t w)
 {
-    s->a = (s->a ^ w) * 0x9e3779b97f4a7c15ull;
-    s->a ^= s->a >> 32;
-    s->b = (s->b + w) * 0xc2b2ae3d27d4eb4full;
-    s->b ^= s->b >> 29;
+    s->buf[s->n++] = w;
+    if (s->n == SIG_BUF)
+        sig_flush(s);
 }
 
 static inline uint64_t ceil_log2(int64_t v)
@@ -80,7 +111,8 @@ static void sig_string(sig *s, const char *str)
 void sy__plan_signature(const sy_graph *g, const sy__plan_request *req, uint64_t salt,
                         uint64_t out_key[2])
 {
-    sig s = {0x6a09e667f3bcc908ull ^ req->hash, 0xbb67ae8584caa73bull ^ salt};
+    sig s = {.lane = {0x6a09e667f3bcc908ull ^ req->hash, 0xbb67ae8584caa73bull ^ salt,
+                      0x3c6ef372fe94f82bull, 0xa54ff53a5f1d36f1ull}};
     uint32_t nt = sy_graph_tensor_count(g), nn = sy_graph_node_count(g);
     sig_word(&s, (uint64_t)nt << 32 | nn);
     for (uint32_t i = 0; i < nt; i++) {
@@ -109,8 +141,9 @@ void sy__plan_signature(const sy_graph *g, const sy__plan_request *req, uint64_t
         if (req->n_pins)
             sig_string(&s, n->name);
     }
-    out_key[0] = s.a;
-    out_key[1] = s.b;
+    sig_flush(&s);
+    out_key[0] = sig_mix(sig_mix(s.lane[0], s.lane[1]), s.lane[2] ^ s.lane[3]);
+    out_key[1] = sig_mix(sig_mix(s.lane[3], s.lane[2]) + 0x510e527fade682d1ull, s.lane[1] ^ s.lane[0]);
 }
 
 sy_plan *sy__cache_lookup(sy_planner *pl, const uint64_t key[2])

@@ -376,8 +376,14 @@ static sy_status planner_fit_memory(sy__plan_ctx *c)
                 worst = d;
             }
         }
-        if (worst == SY__NONE)
+        if (worst == SY__NONE) {
+            if (round > 0) {
+                size_t len = strlen(c->algorithm);
+                snprintf(c->algorithm + len, sizeof c->algorithm - len,
+                         "; %u rounds to fit memory budgets", round + 1);
+            }
             return SY_OK;
+        }
         const sy_plan_memory *m = &mem[worst];
         uint64_t excess = mem_total(m) - m->budget_bytes;
         if (evict(c, worst, excess) == 0)

@@ -109,8 +109,7 @@ static sy_status resolve_devices(sy_planner *pl, const char *list, sy__plan_requ
 
 static sy_status resolve_policy(sy_planner *pl, const char *policy, sy__plan_request *req)
 {
-    char known[256];
-    list_devices(pl, req, known, sizeof known);
+    char known[256] = "";
     if (!policy || strcmp(policy, "latency") == 0) {
         req->policy = SY__POLICY_LATENCY;
         snprintf(req->policy_text, sizeof req->policy_text, "latency");
@@ -125,9 +124,11 @@ static sy_status resolve_policy(sy_planner *pl, const char *policy, sy__plan_req
             if (d.kind == SY_DEVICE_CPU)
                 s = k;
         }
-        if (s == SY__NONE)
+        if (s == SY__NONE) {
+            list_devices(pl, req, known, sizeof known);
             return sy__planner_fail(pl, SY_E_NOT_FOUND,
                                     "policy cpu-only: no CPU device among %s", known);
+        }
         req->policy_slot = s;
         snprintf(req->policy_text, sizeof req->policy_text, "cpu-only");
         return SY_OK;
@@ -135,9 +136,11 @@ static sy_status resolve_policy(sy_planner *pl, const char *policy, sy__plan_req
     if (strncmp(policy, "prefer:", 7) == 0) {
         const char *name = policy + 7;
         uint32_t s = find_slot(pl, req, name, strlen(name));
-        if (s == SY__NONE)
+        if (s == SY__NONE) {
+            list_devices(pl, req, known, sizeof known);
             return sy__planner_fail(pl, SY_E_NOT_FOUND, "policy '%s': no device '%s' among %s",
                                     policy, name, known);
+        }
         req->policy = SY__POLICY_PREFER;
         req->policy_slot = s;
         snprintf(req->policy_text, sizeof req->policy_text, "prefer:%s", name);

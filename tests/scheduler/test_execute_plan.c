@@ -187,17 +187,6 @@ Test(execute_plan, random_graphs_under_random_pins_match_the_cpu_alone)
         char why[256];
         cr_assert(st_check_plan(rt, sg.g, plan, why, sizeof why), "seed %llu trial %u: %s",
                   (unsigned long long)seed, trial, why);
-        if (getenv("SY_TEST_DUMP_PLAN")) {
-            for (uint32_t i = 0; i < sy_graph_node_count(sg.g); i++) {
-                const sy_node *n = sy_graph_node(sg.g, i);
-                fprintf(stderr, "node %u %s %s out=%s(%u) in:", i, n->name,
-                        sy_op_name((sy_op)n->op), n->output->name, n->output->id);
-                for (uint32_t j = 0; j < n->n_inputs; j++)
-                    fprintf(stderr, " %s(%u)", n->inputs[j]->name, n->inputs[j]->id);
-                fprintf(stderr, "\n");
-            }
-            sy_plan_explain(plan, SY_PLAN_FORMAT_TABLE, stderr);
-        }
         cr_assert_eq(sy_runtime_execute_on(rt, sg.g, ST_CPU), SY_OK, "%s",
                      sy_runtime_last_error(rt));
         float *want = malloc(sg.out_count * sizeof *want);
