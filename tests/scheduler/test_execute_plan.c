@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "model_internal.h"
 #include "plan_internal.h"
 #include "sched_test_util.h"
 
@@ -227,6 +229,74 @@ Test(execute_plan, refuses_a_plan_made_for_another_graph)
     st_graph_free(&a);
     st_graph_free(&b);
     sy_planner_destroy(pl);
+    sy_runtime_destroy(rt);
+    st_check_leaks();
+}
+
+/* The real SmolLM2-135M model (tools/fetch-models.sh), when present: a
+ * prefill and a decode step planned over cpu and testdev (matmuls cheap
+ * there) give the logits of the cpu alone. */
+Test(execute_plan, smollm2_steps_planned_over_two_devices_give_the_cpus_logits)
+{
+    const char *path = SY_TEST_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    if (access(path, R_OK) != 0)
+        cr_skip_test("%s not fetched (tools/fetch-models.sh)", path);
+    sy_runtime *rt = st_runtime();
+    sy_model *m = NULL;
+    cr_assert_eq(sy_model_open(rt, path, &m), SY_OK, "%s", sy_runtime_last_error(rt));
+    sy_planner *pl;
+    cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
+    char prof[512];
+    cr_assert_eq(sy_planner_load_profile(pl, st_fixture("testdev_fast_matmul.json", prof,
+                                                          sizeof prof)),
+                 SY_OK);
+    const sy_hparams *hp = &m->hp;
+    uint32_t n_ctx = 16, L = hp->n_layer;
+    size_t per = (size_t)hp->head_dim * hp->n_head_kv * n_ctx * 2;
+    void **kv = calloc(2 * L, sizeof *kv);
+    for (uint32_t k = 0; k < 2 * L; k++)
+        kv[k] = calloc(1, per);
+    float *want = malloc(hp->n_vocab * sizeof *want), *got = malloc(hp->n_vocab * sizeof *got);
+    int32_t ids[4] = {1, 504, 3327, 28}, pos[4] = {0, 1, 2, 3};
+    sy_plan_options o;
+    sy_plan_options_init(&o);
+    o.devices = "cpu,testdev";
+    for (uint32_t phase = 0; phase < 2; phase++) {
+        sy_step_desc step = {
+            .n_tokens = phase ? 1 : 3,
+            .n_past = phase ? 3 : 0,
+            .tokens = phase ? ids + 3 : ids,
+            .positions = phase ? pos + 3 : pos,
+            .kv_k = kv,
+            .kv_v = kv + L,
+            .kv_type = SY_DTYPE_F16,
+            .n_ctx = n_ctx,
+        };
+        char err[256];
+        sy_graph *g = NULL;
+        step.logits = want;
+        cr_assert_eq(sy__model_build_graph(m, &step, &g, err, sizeof err), SY_OK, "%s", err);
+        cr_assert_eq(sy_runtime_execute_on(rt, g, ST_CPU), SY_OK, "%s", sy_runtime_last_error(rt));
+        sy_plan *plan = st_plan(pl, g, &o);
+        cr_assert_eq(st_devices_used(plan), 2u);
+        cr_assert_eq(sy_graph_set_host_data(g, sy_graph_node(g, sy_graph_node_count(g) - 1)->output,
+                                            got),
+                     SY_OK);
+        cr_assert_eq(sy_runtime_execute_plan(rt, g, plan), SY_OK, "%s", sy_runtime_last_error(rt));
+        for (uint32_t i = 0; i < hp->n_vocab; i++)
+            cr_assert(fabsf(got[i] - want[i]) <= 2e-3f + 1e-3f * fabsf(want[i]),
+                      "phase %u logit %u: %g, cpu alone %g", phase, i, (double)got[i],
+                      (double)want[i]);
+        sy_plan_release(plan);
+        sy_graph_destroy(g);
+    }
+    for (uint32_t k = 0; k < 2 * L; k++)
+        free(kv[k]);
+    free(kv);
+    free(want);
+    free(got);
+    sy_planner_destroy(pl);
+    sy_model_close(m);
     sy_runtime_destroy(rt);
     st_check_leaks();
 }

@@ -1,0 +1,241 @@
+/* switchyard plan: plan one step of a model on the loaded devices and show
+ * the plan: a summary, or with --explain every node's device and reason,
+ * every transfer and the memory per device; --json and --dot for tools. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "model_internal.h"
+
+#define PLAN_MAX_LIST 32
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: switchyard plan [-m MODEL] [--devices LIST] [--policy POLICY]\n"
+            "                       [--mem DEV=SIZE]... [--pin PATTERN=DEV]... [--profile FILE]...\n"
+            "                       [--phase prefill|decode] [--tokens N] [--ctx N]\n"
+            "                       [--algorithm auto|dp|list|exhaustive] [--explain] [--json]\n"
+            "                       [--dot FILE]\n"
+            "Plans one step of MODEL (default %s) and prints a summary.\n"
+            "  --devices LIST     comma list of devices to use (default: all)\n"
+            "  --policy POLICY    latency (default), cpu-only or prefer:DEVICE\n"
+            "  --mem DEV=SIZE     memory budget of a device (bytes, or K/M/G suffix)\n"
+            "  --pin PATTERN=DEV  nodes whose name or op matches PATTERN run on DEV\n"
+            "  --profile FILE     load a device profile (profiles/schema.json)\n"
+            "  --phase P          decode (default): one token after N; prefill: N tokens\n"
+            "  --tokens N         see --phase (default 64)\n"
+            "  --explain          print every node, transfer and the memory per device\n"
+            "  --json             print the plan as JSON instead\n"
+            "  --dot FILE         write the plan as Graphviz DOT to FILE\n",
+            SY_CLI_DEFAULT_MODEL);
+}
+
+typedef struct plan_args {
+    const char *model, *devices, *policy, *dot, *phase;
+    const char *pins[PLAN_MAX_LIST], *mem[PLAN_MAX_LIST], *profiles[PLAN_MAX_LIST];
+    uint32_t n_pins, n_mem, n_profiles;
+    uint32_t tokens, ctx;
+    sy_plan_algorithm algorithm;
+    bool explain, json;
+} plan_args;
+
+static bool push(const char **list, uint32_t *n, const char *v, const char *opt)
+{
+    if (*n == PLAN_MAX_LIST) {
+        fprintf(stderr, "switchyard plan: at most %d %s options\n", PLAN_MAX_LIST, opt);
+        return false;
+    }
+    list[(*n)++] = v;
+    return true;
+}
+
+/* Returns 0 to go on, else the exit code. */
+static int parse(int argc, char **argv, plan_args *a)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
+            usage(stdout);
+            return -1;
+        } else if (strcmp(o, "--explain") == 0) {
+            a->explain = true;
+        } else if (strcmp(o, "--json") == 0) {
+            a->json = true;
+        } else if (!v) {
+            fprintf(stderr, "switchyard plan: unknown option or missing value: '%s'\n", o);
+            return 2;
+        } else if (strcmp(o, "-m") == 0 || strcmp(o, "--model") == 0) {
+            a->model = argv[++i];
+        } else if (strcmp(o, "--devices") == 0) {
+            a->devices = argv[++i];
+        } else if (strcmp(o, "--policy") == 0) {
+            a->policy = argv[++i];
+        } else if (strcmp(o, "--dot") == 0) {
+            a->dot = argv[++i];
+        } else if (strcmp(o, "--phase") == 0) {
+            a->phase = argv[++i];
+            if (strcmp(a->phase, "prefill") != 0 && strcmp(a->phase, "decode") != 0) {
+                fprintf(stderr, "switchyard plan: --phase is prefill or decode, got '%s'\n", v);
+                return 2;
+            }
+        } else if (strcmp(o, "--pin") == 0) {
+            if (!push(a->pins, &a->n_pins, argv[++i], o))
+                return 2;
+        } else if (strcmp(o, "--mem") == 0) {
+            if (!push(a->mem, &a->n_mem, argv[++i], o))
+                return 2;
+        } else if (strcmp(o, "--profile") == 0) {
+            if (!push(a->profiles, &a->n_profiles, argv[++i], o))
+                return 2;
+        } else if (strcmp(o, "--tokens") == 0 || strcmp(o, "--ctx") == 0) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end || n < 1 || n > 1 << 20) {
+                fprintf(stderr, "switchyard plan: %s needs a count in [1, %d], got '%s'\n", o,
+                        1 << 20, v);
+                return 2;
+            }
+            *(strcmp(o, "--ctx") == 0 ? &a->ctx : &a->tokens) = (uint32_t)n;
+            i++;
+        } else if (strcmp(o, "--algorithm") == 0) {
+            static const char *const names[] = {"auto", "dp", "list", "exhaustive"};
+            uint32_t k = 0;
+            while (k < 4 && strcmp(v, names[k]) != 0)
+                k++;
+            if (k == 4) {
+                fprintf(stderr, "switchyard plan: --algorithm is auto, dp, list or exhaustive\n");
+                return 2;
+            }
+            a->algorithm = (sy_plan_algorithm)k;
+            i++;
+        } else {
+            fprintf(stderr, "switchyard plan: unknown option '%s'\n", o);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* Builds the step graph the session would build for this phase. */
+static sy_status build_step(const sy_model *m, const plan_args *a, sy_graph **out_graph,
+                            void **out_scratch)
+{
+    bool prefill = a->phase && strcmp(a->phase, "prefill") == 0;
+    uint32_t T = prefill ? a->tokens : 1, past = prefill ? 0 : a->tokens;
+    uint32_t ctx = a->ctx ? a->ctx : past + T;
+    if (ctx < past + T)
+        ctx = past + T;
+    uint32_t L = m->hp.n_layer;
+    /* One block: ids, positions and the (empty) per-layer cache tables. */
+    size_t bytes = (size_t)T * 2 * sizeof(int32_t) + (size_t)L * 2 * sizeof(void *);
+    char *scratch = calloc(1, bytes);
+    if (!scratch)
+        return SY_E_NO_MEMORY;
+    void **kv = (void **)scratch;
+    int32_t *ids = (int32_t *)(scratch + (size_t)L * 2 * sizeof(void *)), *pos = ids + T;
+    for (uint32_t t = 0; t < T; t++)
+        pos[t] = (int32_t)(past + t);
+    sy_step_desc step = {
+        .n_tokens = T,
+        .n_past = past,
+        .tokens = ids,
+        .positions = pos,
+        .kv_k = kv,
+        .kv_v = kv + L,
+        .kv_type = SY_DTYPE_F16,
+        .n_ctx = ctx,
+    };
+    char err[512];
+    sy_status st = sy__model_build_graph(m, &step, out_graph, err, sizeof err);
+    if (st != SY_OK) {
+        fprintf(stderr, "switchyard plan: %s\n", err);
+        free(scratch);
+        return st;
+    }
+    *out_scratch = scratch;
+    return SY_OK;
+}
+
+static int show(const sy_plan *plan, const plan_args *a)
+{
+    if (a->json)
+        return sy_plan_explain(plan, SY_PLAN_FORMAT_JSON, stdout) == SY_OK ? 0 : 1;
+    if (a->explain)
+        return sy_plan_explain(plan, SY_PLAN_FORMAT_TABLE, stdout) == SY_OK ? 0 : 1;
+    sy_plan_summary s;
+    sy_plan_query_summary(plan, &s);
+    printf("%u nodes, %u segments, %u transfers (%.1f KiB) on %u devices, policy %s\n",
+           s.n_nodes, s.n_segments, s.n_transfers, (double)s.transfer_bytes / 1024.0,
+           s.n_devices, s.policy);
+    printf("predicted step %.3f ms (compute %.3f ms, transfers %.3f ms); %u nodes unmeasured\n",
+           s.predicted_s * 1e3, s.compute_s * 1e3, s.transfer_s * 1e3, s.n_unmeasured);
+    printf("algorithm %s; planned in %.3f ms\n", s.algorithm, s.planning_s * 1e3);
+    return 0;
+}
+
+int sy_cli_plan(int argc, char **argv)
+{
+    plan_args a = {.model = SY_CLI_DEFAULT_MODEL, .tokens = 64};
+    int rc = parse(argc, argv, &a);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    sy_runtime *rt = sy_cli_runtime();
+    if (!rt)
+        return 1;
+    sy_model *m = NULL;
+    sy_planner *pl = NULL;
+    sy_graph *g = NULL;
+    sy_plan *plan = NULL;
+    void *scratch = NULL;
+    rc = 1;
+    if (sy_model_open(rt, a.model, &m) != SY_OK) {
+        fprintf(stderr, "switchyard plan: %s\n", sy_runtime_last_error(rt));
+        goto out_runtime;
+    }
+    if (sy_planner_create(rt, &pl) != SY_OK)
+        goto out_model;
+    for (uint32_t k = 0; k < a.n_profiles; k++) {
+        if (sy_planner_load_profile(pl, a.profiles[k]) != SY_OK) {
+            fprintf(stderr, "switchyard plan: %s\n", sy_planner_last_error(pl));
+            goto out_planner;
+        }
+    }
+    if (build_step(m, &a, &g, &scratch) != SY_OK)
+        goto out_planner;
+    sy_plan_options o;
+    sy_plan_options_init(&o);
+    o.devices = a.devices;
+    o.policy = a.policy;
+    o.pins = a.pins;
+    o.n_pins = a.n_pins;
+    o.mem = a.mem;
+    o.n_mem = a.n_mem;
+    o.algorithm = a.algorithm;
+    if (sy_planner_plan(pl, g, &o, &plan) != SY_OK) {
+        fprintf(stderr, "switchyard plan: %s\n", sy_planner_last_error(pl));
+        goto out_graph;
+    }
+    rc = show(plan, &a);
+    if (rc == 0 && a.dot) {
+        FILE *f = fopen(a.dot, "w");
+        if (!f || sy_plan_explain(plan, SY_PLAN_FORMAT_DOT, f) != SY_OK) {
+            fprintf(stderr, "switchyard plan: cannot write '%s'\n", a.dot);
+            rc = 1;
+        }
+        if (f && fclose(f) != 0)
+            rc = 1;
+    }
+    sy_plan_release(plan);
+out_graph:
+    sy_graph_destroy(g);
+    free(scratch);
+out_planner:
+    sy_planner_destroy(pl);
+out_model:
+    sy_model_close(m);
+out_runtime:
+    sy_runtime_destroy(rt);
+    return rc;
+}
