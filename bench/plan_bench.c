@@ -104,8 +104,8 @@ static sy_status build(const shape *s, sy_graph **out)
         sy_tensor *kc = leaf(&b, kn, SY_DTYPE_F16, 3, Dh, Hk, s->n_ctx, SY_ROLE_KV);
         sy_tensor *vc = leaf(&b, vn, SY_DTYPE_F16, 3, Dh, Hk, s->n_ctx, SY_ROLE_KV);
         sy_tensor *h = op(&b, SY_OP_RMS_NORM, nm(n, il, "attn_norm.rms"), x, NULL, NULL, &eps);
-        h = op(&b, SY_OP_MUL, nm(n, il, "attn_norm"), h, wt(&b, il, "attn_norm", SY_DTYPE_F32, E, 1),
-               NULL, NULL);
+        h = op(&b, SY_OP_MUL, nm(n, il, "attn_norm"), h,
+               wt(&b, il, "attn_norm", SY_DTYPE_F32, E, 1), NULL, NULL);
         sy_tensor *q = op(&b, SY_OP_MATMUL, nm(n, il, "attn_q"),
                           wt(&b, il, "attn_q", s->wtype, E, E), h, NULL, NULL);
         sy_tensor *k = op(&b, SY_OP_MATMUL, nm(n, il, "attn_k"),
@@ -126,16 +126,16 @@ static sy_status build(const shape *s, sy_graph **out)
         sy_tensor *a = op(&b, SY_OP_ATTENTION, nm(n, il, "attn"), q, k, v, &ap);
         sy_op_params flat = {.i = {E, T, 1, 1}};
         a = op(&b, SY_OP_RESHAPE, nm(n, il, "attn.flat"), a, NULL, NULL, &flat);
-        a = op(&b, SY_OP_MATMUL, nm(n, il, "attn_output"), wt(&b, il, "attn_output", s->wtype, E, E),
-               a, NULL, NULL);
+        a = op(&b, SY_OP_MATMUL, nm(n, il, "attn_output"),
+               wt(&b, il, "attn_output", s->wtype, E, E), a, NULL, NULL);
         x = op(&b, SY_OP_ADD, nm(n, il, "attn.residual"), x, a, NULL, NULL);
         h = op(&b, SY_OP_RMS_NORM, nm(n, il, "ffn_norm.rms"), x, NULL, NULL, &eps);
         h = op(&b, SY_OP_MUL, nm(n, il, "ffn_norm"), h, wt(&b, il, "ffn_norm", SY_DTYPE_F32, E, 1),
                NULL, NULL);
         sy_tensor *g = op(&b, SY_OP_MATMUL, nm(n, il, "ffn_gate"),
                           wt(&b, il, "ffn_gate", s->wtype, E, F), h, NULL, NULL);
-        sy_tensor *u = op(&b, SY_OP_MATMUL, nm(n, il, "ffn_up"), wt(&b, il, "ffn_up", s->wtype, E, F),
-                          h, NULL, NULL);
+        sy_tensor *u = op(&b, SY_OP_MATMUL, nm(n, il, "ffn_up"),
+                          wt(&b, il, "ffn_up", s->wtype, E, F), h, NULL, NULL);
         h = op(&b, SY_OP_SWIGLU, nm(n, il, "ffn_glu"), g, u, NULL, NULL);
         h = op(&b, SY_OP_MATMUL, nm(n, il, "ffn_down"), wt(&b, il, "ffn_down", s->wtype, F, E), h,
                NULL, NULL);
@@ -206,9 +206,9 @@ static int bench_shape(sy_planner *pl, const shape *s, int runs, int hits)
     for (int r = 0; r < batches; r++)
         hit_min_us = t[r] * 1e6 < hit_min_us ? t[r] * 1e6 : hit_min_us;
     double hit_us = median(t, batches) * 1e6;
-    printf("%-26s %6u %9.3f ms %8.2f us (%5.2f)  %8.3f ms  %3u / %-3u  %s\n", s->name,
-           sum.n_nodes, plan_ms, hit_us, hit_min_us, sum.predicted_s * 1e3, sum.n_segments,
-           sum.n_transfers, sum.algorithm);
+    printf("%-26s %6u %9.3f ms %8.2f us (%5.2f)  %8.3f ms  %3u / %-3u  %s\n", s->name, sum.n_nodes,
+           plan_ms, hit_us, hit_min_us, sum.predicted_s * 1e3, sum.n_segments, sum.n_transfers,
+           sum.algorithm);
     sy_plan_release(plan);
     free(t);
     sy_graph_destroy(g);

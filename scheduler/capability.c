@@ -54,8 +54,8 @@ static void list_refusals(const sy__plan_ctx *c, uint32_t i, char *out, size_t s
         if (c->supported[i] >> d & 1u)
             continue;
         uint32_t t = c->why_text[(size_t)i * c->D + d];
-        int n = snprintf(out + len, size - len, "%s%s: %s: %s", len ? "; " : "",
-                         c->dm[d].desc.name, sy__support_short(c->why_code[(size_t)i * c->D + d]),
+        int n = snprintf(out + len, size - len, "%s%s: %s: %s", len ? "; " : "", c->dm[d].desc.name,
+                         sy__support_short(c->why_code[(size_t)i * c->D + d]),
                          t == SY__NONE ? "(no detail)" : c->pool + t);
         if (n < 0)
             break;
@@ -74,8 +74,7 @@ static int32_t match_pin(const sy__plan_request *req, const sy_node *n)
 {
     const char *op = sy_op_name((sy_op)n->op);
     for (uint32_t k = 0; k < req->n_pins; k++)
-        if (fnmatch(req->pins[k].glob, n->name, 0) == 0 ||
-            fnmatch(req->pins[k].glob, op, 0) == 0)
+        if (fnmatch(req->pins[k].glob, n->name, 0) == 0 || fnmatch(req->pins[k].glob, op, 0) == 0)
             return (int32_t)k;
     return -1;
 }
@@ -128,11 +127,10 @@ sy_status sy__capability_run(sy__plan_ctx *c)
         switch (req->policy) {
         case SY__POLICY_CPU_ONLY:
             if (!(mask >> s & 1u))
-                return sy__planner_fail(c->pl, SY_E_UNSUPPORTED,
-                                        "policy cpu-only: '%s' refuses node '%s' (%s): %s: %s",
-                                        c->dm[s].desc.name, n->name, sy_op_name((sy_op)n->op),
-                                        sy__support_short(c->why_code[(size_t)i * D + s]),
-                                        why_of(c, i, s));
+                return sy__planner_fail(
+                    c->pl, SY_E_UNSUPPORTED, "policy cpu-only: '%s' refuses node '%s' (%s): %s: %s",
+                    c->dm[s].desc.name, n->name, sy_op_name((sy_op)n->op),
+                    sy__support_short(c->why_code[(size_t)i * D + s]), why_of(c, i, s));
             c->allowed[i] = (uint8_t)(1u << s);
             break;
         case SY__POLICY_PREFER:

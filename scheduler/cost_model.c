@@ -44,8 +44,8 @@ void sy__device_model_init(sy__device_model *m, uint32_t rt_index, const sy_devi
     }
     m->peak_flops = pick(profile ? profile->peak_flops : NAN, desc->peak_flops, flops);
     m->peak_bandwidth = pick(profile ? profile->peak_bandwidth : NAN, desc->peak_bandwidth, bw);
-    m->launch_s = profile && !isnan(profile->launch_overhead_s) ? profile->launch_overhead_s
-                                                                 : launch;
+    m->launch_s =
+        profile && !isnan(profile->launch_overhead_s) ? profile->launch_overhead_s : launch;
     if (!profile)
         return;
     /* Most specific entry wins; among equals the later one (a profile
@@ -106,8 +106,8 @@ double sy__cost_node(const sy__device_model *m, const sy_node *node, bool *out_u
     uint64_t flops = 0, bytes = 0;
     sy_op_cost(node, &flops, &bytes);
     uint32_t dt = node->n_inputs > 0 && node->inputs[0] ? node->inputs[0]->dtype : SY_DTYPE_F32;
-    const sy__op_entry *e = node->op < SY_OP_COUNT && dt < SY_DTYPE_COUNT ? m->entry[node->op][dt]
-                                                                         : NULL;
+    const sy__op_entry *e =
+        node->op < SY_OP_COUNT && dt < SY_DTYPE_COUNT ? m->entry[node->op][dt] : NULL;
     if (e)
         return entry_time(e, (double)flops, (double)bytes);
     *out_unmeasured = true;

@@ -39,8 +39,8 @@ typedef struct sy__cost_point {
 
 /* Measurements of one op family on one dtype. */
 typedef struct sy__op_entry {
-    uint32_t op;     /* sy_op, or SY_OP_COUNT for "*" */
-    int32_t dtype;   /* sy_dtype, or -1 for any */
+    uint32_t op;   /* sy_op, or SY_OP_COUNT for "*" */
+    int32_t dtype; /* sy_dtype, or -1 for any */
     bool has_fit;
     double overhead_s, s_per_flop, s_per_byte;
     uint32_t n_points;
@@ -55,14 +55,14 @@ typedef struct sy__link_entry {
 } sy__link_entry;
 
 typedef struct sy__profile {
-    char device[SY_NAME_MAX];         /* the device it describes */
-    char plugin[SY_NAME_MAX];         /* "" when not given */
+    char device[SY_NAME_MAX]; /* the device it describes */
+    char plugin[SY_NAME_MAX]; /* "" when not given */
     char plugin_version[SY_NAME_MAX];
-    char version[64];                 /* the data's own version */
-    char origin[256];                 /* file it came from */
-    uint64_t hash;                    /* of the JSON text: part of plan keys */
+    char version[64];                                     /* the data's own version */
+    char origin[256];                                     /* file it came from */
+    uint64_t hash;                                        /* of the JSON text: part of plan keys */
     double peak_flops, peak_bandwidth, launch_overhead_s; /* NAN: not given */
-    double idle_w, active_w;          /* NAN: not given */
+    double idle_w, active_w;                              /* NAN: not given */
     sy__op_entry *ops;
     uint32_t n_ops;
     sy__link_entry *links;
@@ -82,9 +82,9 @@ double sy__cost_work(double flops, double bytes);
 
 /* What the planner knows about one device when costing. */
 typedef struct sy__device_model {
-    uint32_t rt_index;         /* runtime device index */
+    uint32_t rt_index; /* runtime device index */
     sy_device_desc desc;
-    const sy__profile *profile; /* borrowed, may be NULL */
+    const sy__profile *profile;                  /* borrowed, may be NULL */
     double peak_flops, peak_bandwidth, launch_s; /* effective roofline figures */
     /* Best profile entry per op and dtype (exact dtype, then any dtype,
      * then op "*"), NULL where only the roofline applies. */

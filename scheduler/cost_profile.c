@@ -31,8 +31,8 @@ static sy_status prof_fail(prof_reader *r, const char *fmt, ...)
 }
 
 /* Reads an optional non-negative number; NAN when absent. */
-static sy_status prof_number(prof_reader *r, const cJSON *obj, const char *key,
-                             const char *where, double *out)
+static sy_status prof_number(prof_reader *r, const cJSON *obj, const char *key, const char *where,
+                             double *out)
 {
     *out = NAN;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);

@@ -36,8 +36,8 @@ typedef struct dp_class {
     uint64_t *words; /* canonical description, compared on a hash match */
     uint32_t n_words;
     uint32_t len, n_start, n_end;
-    double *m;       /* n_start * n_end, INFINITY where unreachable */
-    uint8_t *asg;    /* n_start * n_end * len devices */
+    double *m;    /* n_start * n_end, INFINITY where unreachable */
+    uint8_t *asg; /* n_start * n_end * len devices */
 } dp_class;
 
 typedef struct dp_ctx {
@@ -47,13 +47,13 @@ typedef struct dp_ctx {
     uint32_t *f_start, *f_list; /* frontier after each node (CSR, n + 1) */
     dp_state *st;               /* states of the block being solved, by step */
     uint32_t st_n, st_cap;
-    uint32_t *step_off;         /* len + 1 offsets into st */
-    uint32_t *table;            /* hash table of the step being built */
-    uint32_t table_cap;         /* allocated entries */
-    uint32_t table_mask;        /* entries in use - 1 */
+    uint32_t *step_off;  /* len + 1 offsets into st */
+    uint32_t *table;     /* hash table of the step being built */
+    uint32_t table_cap;  /* allocated entries */
+    uint32_t table_mask; /* entries in use - 1 */
     dp_class *classes;
     uint32_t n_classes, cap_classes;
-    uint64_t *words;            /* scratch canonical description */
+    uint64_t *words; /* scratch canonical description */
     uint32_t words_cap;
     sy__dp_stats stats;
 } dp_ctx;
@@ -247,8 +247,8 @@ static sy_status dp_step(dp_ctx *c, uint32_t i, uint32_t prev_lo, uint32_t prev_
             }
             uint64_t key = 0;
             for (uint32_t q = 0; q < nq; q++) {
-                uint64_t v = src[q] < 0 ? slot_make(c, d, 1u << d)
-                                        : slot_make(c, dev[src[q]], av[src[q]]);
+                uint64_t v =
+                    src[q] < 0 ? slot_make(c, d, 1u << d) : slot_make(c, dev[src[q]], av[src[q]]);
                 key |= v << (q * c->slot_bits);
             }
             if (c->st_n - lo >= budget)
@@ -430,8 +430,7 @@ static sy_status dp_chain(dp_ctx *c, const uint32_t *block_lo, const uint32_t *b
     for (uint32_t b = n_blocks; st == SY_OK && b-- > 0;) {
         const dp_class *cl = &c->classes[block_cls[b]];
         uint32_t a = choice[b * SY__SCHED_MAX_DEVICES + e];
-        memcpy(&out_assign[block_lo[b]], &cl->asg[((size_t)a * cl->n_end + e) * cl->len],
-               cl->len);
+        memcpy(&out_assign[block_lo[b]], &cl->asg[((size_t)a * cl->n_end + e) * cl->len], cl->len);
         e = a;
     }
     free(choice);

@@ -15,9 +15,9 @@
 typedef struct bnb {
     const sy__sched_problem *pb;
     uint8_t *assign, *best;
-    uint8_t *seen;       /* seen[p]: devices p's value went to so far */
-    double *suffix_min;  /* n + 1: sum of the cheapest costs of nodes i.. */
-    uint8_t *order;      /* n * n_dev: devices of node i, cheapest first */
+    uint8_t *seen;      /* seen[p]: devices p's value went to so far */
+    double *suffix_min; /* n + 1: sum of the cheapest costs of nodes i.. */
+    uint8_t *order;     /* n * n_dev: devices of node i, cheapest first */
     double best_cost;
 } bnb;
 
@@ -86,8 +86,8 @@ sy_status sy__sched_exhaustive(const sy__sched_problem *pb, uint8_t *out_assign)
         }
         /* Insertion sort, cheapest first, forbidden (infinite) last. */
         for (uint32_t a = 1; a < D; a++)
-            for (uint32_t k = a; k > 0 && sy__sched_cost(pb, i, o[k]) < sy__sched_cost(pb, i, o[k - 1]);
-                 k--) {
+            for (uint32_t k = a;
+                 k > 0 && sy__sched_cost(pb, i, o[k]) < sy__sched_cost(pb, i, o[k - 1]); k--) {
                 uint8_t t = o[k];
                 o[k] = o[k - 1];
                 o[k - 1] = t;

@@ -143,7 +143,8 @@ void sy__plan_signature(const sy_graph *g, const sy__plan_request *req, uint64_t
     }
     sig_flush(&s);
     out_key[0] = sig_mix(sig_mix(s.lane[0], s.lane[1]), s.lane[2] ^ s.lane[3]);
-    out_key[1] = sig_mix(sig_mix(s.lane[3], s.lane[2]) + 0x510e527fade682d1ull, s.lane[1] ^ s.lane[0]);
+    out_key[1] =
+        sig_mix(sig_mix(s.lane[3], s.lane[2]) + 0x510e527fade682d1ull, s.lane[1] ^ s.lane[0]);
 }
 
 sy_plan *sy__cache_lookup(sy_planner *pl, const uint64_t key[2])

@@ -136,8 +136,8 @@ static void explain_table(const sy_plan *p, FILE *f)
         const sy__plan_node *pn = &p->nodes[i];
         char reason[256];
         sy__plan_format_reason(p, i, reason, sizeof reason);
-        fprintf(f, "  %-5u %-32s %-11s %-12s %-10s %s%s\n", i, pn->name,
-                sy_op_name((sy_op)pn->op), p->dev_name[pn->dev],
+        fprintf(f, "  %-5u %-32s %-11s %-12s %-10s %s%s\n", i, pn->name, sy_op_name((sy_op)pn->op),
+                p->dev_name[pn->dev],
                 pn->flags & SY__PN_VIEW ? "-" : fmt_time(pn->predicted_s, a, sizeof a), reason,
                 pn->flags & SY__PN_UNMEASURED ? " [unmeasured]" : "");
     }
@@ -168,7 +168,8 @@ static void explain_table(const sy_plan *p, FILE *f)
         char w[32], kv[32], act[32], bud[32];
         fprintf(f, "  %-12s weights %s, kv %s, activations %s (no reuse), budget %s\n",
                 p->dev_name[k], fmt_bytes(m->weight_bytes, w, sizeof w),
-                fmt_bytes(m->kv_bytes, kv, sizeof kv), fmt_bytes(m->activation_bytes, act, sizeof act),
+                fmt_bytes(m->kv_bytes, kv, sizeof kv),
+                fmt_bytes(m->activation_bytes, act, sizeof act),
                 m->budget_bytes ? fmt_bytes(m->budget_bytes, bud, sizeof bud) : "unlimited");
     }
 }

@@ -34,7 +34,7 @@ typedef enum sy__policy {
 
 typedef struct sy__pin {
     char glob[SY_NAME_MAX * 2];
-    uint32_t slot; /* plan device slot */
+    uint32_t slot;              /* plan device slot */
     char text[SY_NAME_MAX * 3]; /* as the caller wrote it */
 } sy__pin;
 
@@ -43,15 +43,15 @@ typedef struct sy__plan_request {
     uint32_t n_dev;
     uint32_t dev_index[SY__MAX_PLAN_DEVICES]; /* runtime index of each plan slot */
     sy__policy policy;
-    uint32_t policy_slot;                      /* cpu-only / prefer target */
+    uint32_t policy_slot; /* cpu-only / prefer target */
     char policy_text[SY_NAME_MAX + 16];
     sy__pin *pins;
     uint32_t n_pins;
-    uint64_t budget[SY__MAX_PLAN_DEVICES];     /* 0: unlimited */
+    uint64_t budget[SY__MAX_PLAN_DEVICES]; /* 0: unlimited */
     bool budget_given[SY__MAX_PLAN_DEVICES];
     sy_plan_algorithm algorithm;
     bool no_cache;
-    uint64_t hash;                             /* of everything above */
+    uint64_t hash; /* of everything above */
 } sy__plan_request;
 
 typedef struct sy__cache_entry {
@@ -64,7 +64,7 @@ struct sy_planner {
     sy_runtime *rt;
     sy__profile **profiles; /* at most one per device name */
     uint32_t n_profiles, cap_profiles;
-    uint64_t profile_hash;  /* of every loaded profile: part of plan keys */
+    uint64_t profile_hash; /* of every loaded profile: part of plan keys */
     sy__cache_entry cache[SY__PLAN_CACHE_CAP];
     uint32_t n_cache;
     uint64_t tick, hits, misses;
@@ -77,9 +77,9 @@ typedef enum sy__reason {
     SY__REASON_PINNED,
     SY__REASON_CPU_ONLY,
     SY__REASON_PREFERRED,
-    SY__REASON_FALLBACK,   /* the preferred device refuses it */
+    SY__REASON_FALLBACK, /* the preferred device refuses it */
     SY__REASON_ONLY_DEVICE,
-    SY__REASON_SINGLE,     /* only one device considered */
+    SY__REASON_SINGLE, /* only one device considered */
     SY__REASON_CHEAPEST
 } sy__reason;
 
@@ -97,20 +97,20 @@ typedef struct sy__plan_node {
     uint8_t refusing_dev; /* device whose refusal is quoted, or SY__NO_DEVICE */
     uint8_t refusal_code; /* sy_support_reason of that refusal */
     uint16_t op;
-    int32_t pin;          /* index into plan->pins, or -1 */
-    uint32_t refusal;     /* offset of the refusal text in plan->pool, or SY__NONE */
-    double predicted_s;   /* the node alone on its device */
-    double local_s;       /* node plus adjacent transfers on its device ... */
-    double alt_s;         /* ... and on alt_dev */
+    int32_t pin;                /* index into plan->pins, or -1 */
+    uint32_t refusal;           /* offset of the refusal text in plan->pool, or SY__NONE */
+    double predicted_s;         /* the node alone on its device */
+    double local_s;             /* node plus adjacent transfers on its device ... */
+    double alt_s;               /* ... and on alt_dev */
     uint32_t in[SY_MAX_INPUTS]; /* producing node of each input, SY__NONE for leaves */
     uint32_t n_in;
     char name[SY_NAME_MAX];
 } sy__plan_node;
 
 typedef struct sy__plan_step {
-    uint8_t kind;          /* sy_plan_step_kind */
-    uint8_t dev;           /* segment device / transfer destination (slot) */
-    uint8_t src;           /* transfer source (slot) */
+    uint8_t kind; /* sy_plan_step_kind */
+    uint8_t dev;  /* segment device / transfer destination (slot) */
+    uint8_t src;  /* transfer source (slot) */
     bool zero_copy;
     uint32_t first, count; /* segment: range of plan->order */
     uint32_t tensor;       /* transfer: root storage tensor id */
@@ -128,20 +128,20 @@ struct sy_plan {
     uint32_t dev_index[SY__MAX_PLAN_DEVICES];
     char dev_name[SY__MAX_PLAN_DEVICES][SY_NAME_MAX];
     sy__plan_node *nodes;
-    uint32_t *order;       /* nodes of every segment, concatenated */
+    uint32_t *order; /* nodes of every segment, concatenated */
     uint32_t n_order;
     sy__plan_step *steps;
     uint32_t n_steps;
-    uint8_t *leaf_home;    /* per tensor id: slot of a used leaf root, else SY__NO_DEVICE */
+    uint8_t *leaf_home; /* per tensor id: slot of a used leaf root, else SY__NO_DEVICE */
     sy_plan_memory mem[SY__MAX_PLAN_DEVICES];
     double predicted_s, compute_s, transfer_s, planning_s;
     uint64_t transfer_bytes;
     uint32_t n_segments, n_transfers, n_unmeasured;
     char algorithm[128];
     char policy[SY_NAME_MAX + 16];
-    char **pins;           /* pin texts quoted by reasons */
+    char **pins; /* pin texts quoted by reasons */
     uint32_t n_pins;
-    char *pool;            /* refusal texts */
+    char *pool; /* refusal texts */
     size_t pool_len, pool_cap;
 };
 
@@ -155,29 +155,29 @@ typedef struct sy__plan_ctx {
     sy__device_model dm[SY__MAX_PLAN_DEVICES];
     sy__link_model link[SY__MAX_PLAN_DEVICES][SY__MAX_PLAN_DEVICES];
     /* structure */
-    uint32_t *value_of;   /* per tensor: producing decision, or SY__LEAF_BIT | root */
-    uint32_t *dec;        /* decision -> graph node */
-    uint32_t *dec_of;     /* graph node -> decision, SY__NONE for views */
+    uint32_t *value_of; /* per tensor: producing decision, or SY__LEAF_BIT | root */
+    uint32_t *dec;      /* decision -> graph node */
+    uint32_t *dec_of;   /* graph node -> decision, SY__NONE for views */
     uint32_t n_dec;
     uint32_t *leaf_readers; /* per tensor (leaf roots): decision nodes reading it */
     uint32_t *leaf_writer;  /* per tensor (leaf roots): decision writing it, or SY__NONE */
     uint32_t *cons_start, *cons_list; /* consumers of each decision (CSR) */
     /* capability: per graph node */
-    uint8_t *supported;   /* device mask */
-    uint8_t *allowed;     /* after policy, pins and memory evictions */
-    uint8_t *evicted;     /* devices a node was moved off for memory */
-    int32_t *pin_of;      /* pin index or -1 */
-    uint8_t *why_code;    /* n_nodes * D: sy_support_reason of refusals */
-    uint32_t *why_text;   /* n_nodes * D: offset into pool, SY__NONE if none */
+    uint8_t *supported; /* device mask */
+    uint8_t *allowed;   /* after policy, pins and memory evictions */
+    uint8_t *evicted;   /* devices a node was moved off for memory */
+    int32_t *pin_of;    /* pin index or -1 */
+    uint8_t *why_code;  /* n_nodes * D: sy_support_reason of refusals */
+    uint32_t *why_text; /* n_nodes * D: offset into pool, SY__NONE if none */
     char *pool;
     size_t pool_len, pool_cap;
     /* costs: per decision */
-    double *node_s;       /* n_dec * D: predicted node time (all devices) */
-    uint8_t *unmeasured;  /* n_dec: device mask costed by the roofline */
+    double *node_s;      /* n_dec * D: predicted node time (all devices) */
+    uint8_t *unmeasured; /* n_dec: device mask costed by the roofline */
     /* placement */
-    uint8_t *leaf_home;   /* per tensor (leaf roots): slot, or SY__NO_DEVICE floating */
+    uint8_t *leaf_home; /* per tensor (leaf roots): slot, or SY__NO_DEVICE floating */
     sy__sched_problem pb;
-    uint8_t *assign;      /* n_dec */
+    uint8_t *assign; /* n_dec */
     char algorithm[128];
     double t_start;
 } sy__plan_ctx;
@@ -189,8 +189,7 @@ double sy__now(void);
 
 /* planner_options.c: checks |o| against the runtime's devices into |req|.
  * Ownership: free req->pins. */
-sy_status sy__plan_request_resolve(sy_planner *pl, const sy_plan_options *o,
-                                   sy__plan_request *req);
+sy_status sy__plan_request_resolve(sy_planner *pl, const sy_plan_options *o, sy__plan_request *req);
 
 /* capability.c: fills supported/allowed/pin_of/why_* for every node, and
  * fails naming the node when nothing allowed can run it. */

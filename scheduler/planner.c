@@ -79,8 +79,7 @@ static sy_status read_file(sy_planner *pl, const char *path, char **out, size_t 
     *out = NULL;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return sy__planner_fail(pl, SY_E_IO, "cannot open profile '%s': %s", path,
-                                strerror(errno));
+        return sy__planner_fail(pl, SY_E_IO, "cannot open profile '%s': %s", path, strerror(errno));
     size_t cap = 4096, len = 0;
     char *buf = malloc(cap);
     sy_status st = buf ? SY_OK : SY_E_NO_MEMORY;
@@ -131,8 +130,8 @@ sy_status sy_planner_load_profile(sy_planner *pl, const char *path)
     uint32_t dev;
     if (sy_runtime_find_device(pl->rt, p->device, &dev) != SY_OK) {
         st = sy__planner_fail(pl, SY_E_NOT_FOUND,
-                              "profile '%s' describes device '%s', which this runtime lacks",
-                              path, p->device);
+                              "profile '%s' describes device '%s', which this runtime lacks", path,
+                              p->device);
         sy__profile_destroy(p);
         return st;
     }
@@ -144,8 +143,7 @@ sy_status sy_planner_load_profile(sy_planner *pl, const char *path)
         sy__profile **grown = realloc(pl->profiles, cap * sizeof *grown);
         if (!grown) {
             sy__profile_destroy(p);
-            return sy__planner_fail(pl, SY_E_NO_MEMORY, "out of memory keeping profile '%s'",
-                                    path);
+            return sy__planner_fail(pl, SY_E_NO_MEMORY, "out of memory keeping profile '%s'", path);
         }
         pl->profiles = grown;
         pl->cap_profiles = cap;
@@ -192,8 +190,7 @@ static sy_status ctx_alloc(sy__plan_ctx *c)
     c->assign = calloc(nn, 1);
     if (!c->value_of || !c->dec || !c->dec_of || !c->leaf_readers || !c->leaf_writer ||
         !c->cons_start || !c->supported || !c->allowed || !c->evicted || !c->pin_of ||
-        !c->why_code || !c->why_text || !c->node_s || !c->unmeasured || !c->leaf_home ||
-        !c->assign)
+        !c->why_code || !c->why_text || !c->node_s || !c->unmeasured || !c->leaf_home || !c->assign)
         return sy__planner_fail(c->pl, SY_E_NO_MEMORY, "out of memory planning %u nodes",
                                 c->n_nodes);
     return SY_OK;
@@ -214,8 +211,7 @@ static sy_status planner_solve(sy__plan_ctx *c)
             return SY_OK;
         }
         if (st != SY_E_LIMIT)
-            return sy__planner_fail(c->pl, st, "dynamic programme failed: %s",
-                                    sy_status_str(st));
+            return sy__planner_fail(c->pl, st, "dynamic programme failed: %s", sy_status_str(st));
         if (a == SY_PLAN_DP)
             return sy__planner_fail(c->pl, SY_E_LIMIT,
                                     "the graph is not chain-like enough for the DP (%u live "
@@ -343,7 +339,7 @@ static uint64_t evict(sy__plan_ctx *c, uint32_t d, uint64_t excess)
     uint64_t freed = 0;
     for (uint32_t q = 0; q < n && freed < excess; q++) {
         uint32_t i = c->dec[cand[q].k];
-        c->allowed[i] &= (uint8_t)~(1u << d);
+        c->allowed[i] &= (uint8_t) ~(1u << d);
         c->evicted[i] |= (uint8_t)(1u << d);
         freed += cand[q].bytes ? cand[q].bytes : 1;
     }
@@ -391,9 +387,9 @@ static sy_status planner_fit_memory(sy__plan_ctx *c)
                 c->pl, SY_E_LIMIT,
                 "model needs %.1f MiB on %s, budget %.1f MiB (weights %.1f MiB, KV %.1f MiB, "
                 "activations %.1f MiB); nothing left there can run elsewhere",
-                (double)mem_total(m) / MIB, c->dm[worst].desc.name,
-                (double)m->budget_bytes / MIB, (double)m->weight_bytes / MIB,
-                (double)m->kv_bytes / MIB, (double)m->activation_bytes / MIB);
+                (double)mem_total(m) / MIB, c->dm[worst].desc.name, (double)m->budget_bytes / MIB,
+                (double)m->weight_bytes / MIB, (double)m->kv_bytes / MIB,
+                (double)m->activation_bytes / MIB);
     }
     return sy__planner_fail(c->pl, SY_E_LIMIT,
                             "could not fit the plan in the memory budgets after %u rounds",
@@ -446,7 +442,8 @@ sy_status sy_planner_plan(sy_planner *pl, const sy_graph *g, const sy_plan_optio
     if (!g)
         return sy__planner_fail(pl, SY_E_INVALID_ARG, "plan: no graph given");
     if (!sy_graph_is_frozen(g))
-        return sy__planner_fail(pl, SY_E_STATE, "plan: the graph is not frozen; call sy_graph_freeze()");
+        return sy__planner_fail(pl, SY_E_STATE,
+                                "plan: the graph is not frozen; call sy_graph_freeze()");
     sy_plan_options defaults;
     sy_plan_options_init(&defaults);
     if (!opts)

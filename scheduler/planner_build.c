@@ -173,9 +173,8 @@ sy_status sy__ctx_problem(sy__plan_ctx *c)
                     leaf_cost[d] += leaf_move(c, root, home, d) / c->leaf_readers[root];
         }
         for (uint32_t d = 0; d < D; d++)
-            pb->cost[(size_t)k * D + d] = (c->allowed[i] >> d & 1u)
-                                              ? c->node_s[(size_t)k * D + d] + leaf_cost[d]
-                                              : INFINITY;
+            pb->cost[(size_t)k * D + d] =
+                (c->allowed[i] >> d & 1u) ? c->node_s[(size_t)k * D + d] + leaf_cost[d] : INFINITY;
         uint64_t bytes = sy__value_bytes(c, k);
         for (uint32_t s = 0; s < D; s++)
             for (uint32_t d = 0; d < D; d++)

@@ -43,8 +43,7 @@ static uint32_t find_slot(const sy_planner *pl, const sy__plan_request *req, con
     return SY__NONE;
 }
 
-static void list_devices(const sy_planner *pl, const sy__plan_request *req, char *out,
-                         size_t size)
+static void list_devices(const sy_planner *pl, const sy__plan_request *req, char *out, size_t size)
 {
     size_t len = 0;
     out[0] = '\0';
@@ -86,7 +85,8 @@ static sy_status resolve_devices(sy_planner *pl, const char *list, sy__plan_requ
         name[len] = '\0';
         uint32_t idx;
         if (sy_runtime_find_device(pl->rt, name, &idx) != SY_OK) {
-            sy__plan_request all = {.n_dev = n_rt < SY__MAX_PLAN_DEVICES ? n_rt : SY__MAX_PLAN_DEVICES};
+            sy__plan_request all = {.n_dev =
+                                        n_rt < SY__MAX_PLAN_DEVICES ? n_rt : SY__MAX_PLAN_DEVICES};
             for (uint32_t i = 0; i < all.n_dev; i++)
                 all.dev_index[i] = i;
             char known[256];
@@ -126,8 +126,8 @@ static sy_status resolve_policy(sy_planner *pl, const char *policy, sy__plan_req
         }
         if (s == SY__NONE) {
             list_devices(pl, req, known, sizeof known);
-            return sy__planner_fail(pl, SY_E_NOT_FOUND,
-                                    "policy cpu-only: no CPU device among %s", known);
+            return sy__planner_fail(pl, SY_E_NOT_FOUND, "policy cpu-only: no CPU device among %s",
+                                    known);
         }
         req->policy_slot = s;
         snprintf(req->policy_text, sizeof req->policy_text, "cpu-only");
@@ -152,8 +152,7 @@ static sy_status resolve_policy(sy_planner *pl, const char *policy, sy__plan_req
 
 /* Splits "LEFT=DEVICE" at its last '=' into a slot. */
 static sy_status split_assignment(sy_planner *pl, const char *what, const char *text,
-                                  sy__plan_request *req, size_t *out_left_len,
-                                  uint32_t *out_slot)
+                                  sy__plan_request *req, size_t *out_left_len, uint32_t *out_slot)
 {
     const char *eq = text ? strrchr(text, '=') : NULL;
     if (!eq || eq == text || !eq[1])
@@ -165,8 +164,8 @@ static sy_status split_assignment(sy_planner *pl, const char *what, const char *
     if (*out_slot == SY__NONE) {
         char known[256];
         list_devices(pl, req, known, sizeof known);
-        return sy__planner_fail(pl, SY_E_NOT_FOUND, "%s '%s': no device '%s' among %s", what,
-                                text, eq + 1, known);
+        return sy__planner_fail(pl, SY_E_NOT_FOUND, "%s '%s': no device '%s' among %s", what, text,
+                                eq + 1, known);
     }
     return SY_OK;
 }
@@ -270,8 +269,7 @@ static sy_status resolve_budgets(sy_planner *pl, const sy_plan_options *o, sy__p
     return SY_OK;
 }
 
-sy_status sy__plan_request_resolve(sy_planner *pl, const sy_plan_options *o,
-                                   sy__plan_request *req)
+sy_status sy__plan_request_resolve(sy_planner *pl, const sy_plan_options *o, sy__plan_request *req)
 {
     memset(req, 0, sizeof *req);
     req->algorithm = o->algorithm;

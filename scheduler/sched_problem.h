@@ -29,12 +29,12 @@
 #define SY__SCHED_EXHAUSTIVE_MAX 16u
 
 typedef struct sy__sched_problem {
-    uint32_t n;        /* decision nodes, in topological order */
-    uint32_t n_dev;    /* 1..SY__SCHED_MAX_DEVICES */
-    double *cost;      /* n * n_dev: seconds; INFINITY where the node may not run */
-    double *xfer;      /* n * n_dev * n_dev: moving node p's value from s to d */
+    uint32_t n;         /* decision nodes, in topological order */
+    uint32_t n_dev;     /* 1..SY__SCHED_MAX_DEVICES */
+    double *cost;       /* n * n_dev: seconds; INFINITY where the node may not run */
+    double *xfer;       /* n * n_dev * n_dev: moving node p's value from s to d */
     uint32_t *in_start; /* n + 1 offsets into in_list */
-    uint32_t *in_list; /* distinct producers of each node, each < the node */
+    uint32_t *in_list;  /* distinct producers of each node, each < the node */
 } sy__sched_problem;
 
 static inline double sy__sched_cost(const sy__sched_problem *pb, uint32_t n, uint32_t d)
@@ -42,8 +42,7 @@ static inline double sy__sched_cost(const sy__sched_problem *pb, uint32_t n, uin
     return pb->cost[(uint64_t)n * pb->n_dev + d];
 }
 
-static inline double sy__sched_xfer(const sy__sched_problem *pb, uint32_t p, uint32_t s,
-                                    uint32_t d)
+static inline double sy__sched_xfer(const sy__sched_problem *pb, uint32_t p, uint32_t s, uint32_t d)
 {
     return pb->xfer[((uint64_t)p * pb->n_dev + s) * pb->n_dev + d];
 }
@@ -66,10 +65,10 @@ double sy__sched_evaluate(const sy__sched_problem *pb, const uint8_t *assign);
 double sy__sched_best_single(const sy__sched_problem *pb, uint8_t *out_assign);
 
 typedef struct sy__dp_stats {
-    uint32_t blocks;        /* pieces between single-value cuts */
-    uint32_t classes;       /* distinct pieces actually solved */
-    uint32_t max_frontier;  /* live values at the widest point */
-    uint32_t max_states;    /* DP states at the widest step */
+    uint32_t blocks;       /* pieces between single-value cuts */
+    uint32_t classes;      /* distinct pieces actually solved */
+    uint32_t max_frontier; /* live values at the widest point */
+    uint32_t max_states;   /* DP states at the widest step */
 } sy__dp_stats;
 
 /* Exact dynamic programme over the topological order.  The state after

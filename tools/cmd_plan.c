@@ -12,24 +12,25 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: switchyard plan [-m MODEL] [--devices LIST] [--policy POLICY]\n"
-            "                       [--mem DEV=SIZE]... [--pin PATTERN=DEV]... [--profile FILE]...\n"
-            "                       [--phase prefill|decode] [--tokens N] [--ctx N]\n"
-            "                       [--algorithm auto|dp|list|exhaustive] [--explain] [--json]\n"
-            "                       [--dot FILE]\n"
-            "Plans one step of MODEL (default %s) and prints a summary.\n"
-            "  --devices LIST     comma list of devices to use (default: all)\n"
-            "  --policy POLICY    latency (default), cpu-only or prefer:DEVICE\n"
-            "  --mem DEV=SIZE     memory budget of a device (bytes, or K/M/G suffix)\n"
-            "  --pin PATTERN=DEV  nodes whose name or op matches PATTERN run on DEV\n"
-            "  --profile FILE     load a device profile (profiles/schema.json)\n"
-            "  --phase P          decode (default): one token after N; prefill: N tokens\n"
-            "  --tokens N         see --phase (default 64)\n"
-            "  --explain          print every node, transfer and the memory per device\n"
-            "  --json             print the plan as JSON instead\n"
-            "  --dot FILE         write the plan as Graphviz DOT to FILE\n",
-            SY_CLI_DEFAULT_MODEL);
+    fprintf(
+        f,
+        "usage: switchyard plan [-m MODEL] [--devices LIST] [--policy POLICY]\n"
+        "                       [--mem DEV=SIZE]... [--pin PATTERN=DEV]... [--profile FILE]...\n"
+        "                       [--phase prefill|decode] [--tokens N] [--ctx N]\n"
+        "                       [--algorithm auto|dp|list|exhaustive] [--explain] [--json]\n"
+        "                       [--dot FILE]\n"
+        "Plans one step of MODEL (default %s) and prints a summary.\n"
+        "  --devices LIST     comma list of devices to use (default: all)\n"
+        "  --policy POLICY    latency (default), cpu-only or prefer:DEVICE\n"
+        "  --mem DEV=SIZE     memory budget of a device (bytes, or K/M/G suffix)\n"
+        "  --pin PATTERN=DEV  nodes whose name or op matches PATTERN run on DEV\n"
+        "  --profile FILE     load a device profile (profiles/schema.json)\n"
+        "  --phase P          decode (default): one token after N; prefill: N tokens\n"
+        "  --tokens N         see --phase (default 64)\n"
+        "  --explain          print every node, transfer and the memory per device\n"
+        "  --json             print the plan as JSON instead\n"
+        "  --dot FILE         write the plan as Graphviz DOT to FILE\n",
+        SY_CLI_DEFAULT_MODEL);
 }
 
 typedef struct plan_args {
@@ -166,9 +167,8 @@ static int show(const sy_plan *plan, const plan_args *a)
         return sy_plan_explain(plan, SY_PLAN_FORMAT_TABLE, stdout) == SY_OK ? 0 : 1;
     sy_plan_summary s;
     sy_plan_query_summary(plan, &s);
-    printf("%u nodes, %u segments, %u transfers (%.1f KiB) on %u devices, policy %s\n",
-           s.n_nodes, s.n_segments, s.n_transfers, (double)s.transfer_bytes / 1024.0,
-           s.n_devices, s.policy);
+    printf("%u nodes, %u segments, %u transfers (%.1f KiB) on %u devices, policy %s\n", s.n_nodes,
+           s.n_segments, s.n_transfers, (double)s.transfer_bytes / 1024.0, s.n_devices, s.policy);
     printf("predicted step %.3f ms (compute %.3f ms, transfers %.3f ms); %u nodes unmeasured\n",
            s.predicted_s * 1e3, s.compute_s * 1e3, s.transfer_s * 1e3, s.n_unmeasured);
     printf("algorithm %s; planned in %.3f ms\n", s.algorithm, s.planning_s * 1e3);

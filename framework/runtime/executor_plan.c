@@ -71,8 +71,9 @@ static sy_status xp_check(xp_run *r)
     }
     for (uint32_t d = 0; d < r->D; d++) {
         if (plan->dev_index[d] >= r->rt->device_count) {
-            sy__runtime_set_error(r->rt, "execute_plan: the plan names device %u, the runtime "
-                                         "has %u",
+            sy__runtime_set_error(r->rt,
+                                  "execute_plan: the plan names device %u, the runtime "
+                                  "has %u",
                                   plan->dev_index[d], r->rt->device_count);
             return SY_E_NOT_FOUND;
         }
@@ -82,9 +83,8 @@ static sy_status xp_check(xp_run *r)
         const sy_node *n = sy_graph_node(r->g, i);
         const sy__plan_node *pn = &plan->nodes[i];
         if (n->op != pn->op) {
-            sy__runtime_set_error(r->rt, "execute_plan: node %u is '%s' (%s), the plan has %s",
-                                  i, n->name, sy_op_name((sy_op)n->op),
-                                  sy_op_name((sy_op)pn->op));
+            sy__runtime_set_error(r->rt, "execute_plan: node %u is '%s' (%s), the plan has %s", i,
+                                  n->name, sy_op_name((sy_op)n->op), sy_op_name((sy_op)pn->op));
             return SY_E_INVALID_ARG;
         }
         sy_support why;
@@ -156,8 +156,8 @@ static sy_status xp_place_leaf(xp_run *r, sy_tensor *t, uint32_t d)
     if (!host) {
         zeros = calloc(1, (size_t)size);
         if (!zeros) {
-            sy__runtime_set_error(r->rt, "out of memory zeroing tensor '%s' (%llu bytes)",
-                                  t->name, (unsigned long long)size);
+            sy__runtime_set_error(r->rt, "out of memory zeroing tensor '%s' (%llu bytes)", t->name,
+                                  (unsigned long long)size);
             return SY_E_NO_MEMORY;
         }
     }
@@ -216,8 +216,8 @@ static sy_status xp_segment(xp_run *r, const sy__plan_step *s)
         st = st_sync;
     if (st != SY_OK)
         sy__runtime_set_error(r->rt, "device '%s': executing %u nodes from '%s' failed: %s (%s)",
-                              r->dev[d]->desc.name, s->count, r->nodes[0]->name,
-                              sy_status_name(st), sy_status_str(st));
+                              r->dev[d]->desc.name, s->count, r->nodes[0]->name, sy_status_name(st),
+                              sy_status_str(st));
     return st;
 }
 
@@ -236,8 +236,9 @@ static sy_status xp_transfer(xp_run *r, const sy__plan_step *s)
     if (size == 0)
         return SY_OK;
     if (!sb) {
-        sy__runtime_set_error(r->rt, "execute_plan: transfer of '%s' from '%s' before it exists "
-                                     "there",
+        sy__runtime_set_error(r->rt,
+                              "execute_plan: transfer of '%s' from '%s' before it exists "
+                              "there",
                               root->name, r->dev[sd]->desc.name);
         return SY_E_INTERNAL;
     }
@@ -246,8 +247,7 @@ static sy_status xp_transfer(xp_run *r, const sy__plan_step *s)
     char *src_host = xp_host_ptr(r, sd, sb);
     if (!*db && src_host && r->dev[dd]->desc.unified_memory && dp->desc.buffer_import_host &&
         dp->desc.buffer_import_host(dp->state, di, src_host, sy_tensor_nbytes(root), db) == SY_OK) {
-        r->from_host[(size_t)root->id * r->D + dd] =
-            r->from_host[(size_t)root->id * r->D + sd];
+        r->from_host[(size_t)root->id * r->D + dd] = r->from_host[(size_t)root->id * r->D + sd];
         return SY_OK;
     }
     sy_status st = xp_alloc(r, root, dd);
@@ -342,8 +342,8 @@ sy_status sy_runtime_execute_plan(sy_runtime *rt, sy_graph *g, const sy_plan *pl
         sy__runtime_set_error(rt, "execute_plan: the graph is not frozen; call sy_graph_freeze()");
         return SY_E_STATE;
     }
-    xp_run r = {.rt = rt, .g = g, .plan = plan, .n_tensors = sy_graph_tensor_count(g),
-                .D = plan->n_dev};
+    xp_run r = {
+        .rt = rt, .g = g, .plan = plan, .n_tensors = sy_graph_tensor_count(g), .D = plan->n_dev};
     sy_status st = xp_check(&r);
     if (st != SY_OK)
         return st;

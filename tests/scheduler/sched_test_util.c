@@ -171,8 +171,8 @@ static sy_tensor *st_leaf(st_graph *sg, const char *name, sy_dtype dt, uint32_t 
                 ((float *)data)[k] = scale * (float)(2.0 * st_uniform(rng) - 1.0);
     }
     sy_tensor *t = NULL;
-    cr_assert_eq(sy_graph_add_tensor(sg->g, name, dt, n_dims, ne, role, data, &t), SY_OK,
-                 "%s", sy_graph_last_error(sg->g));
+    cr_assert_eq(sy_graph_add_tensor(sg->g, name, dt, n_dims, ne, role, data, &t), SY_OK, "%s",
+                 sy_graph_last_error(sg->g));
     return t;
 }
 
@@ -181,8 +181,12 @@ static sy_tensor *st_op(st_graph *sg, sy_op op, const char *name, sy_tensor *a, 
 {
     sy_tensor *in[3] = {a, b, c};
     sy_tensor *out = NULL;
-    cr_assert_eq(sy_graph_add_node(sg->g, op, name, in, c ? 3 : b ? 2 : 1, p, &out), SY_OK,
-                 "%s: %s", name, sy_graph_last_error(sg->g));
+    cr_assert_eq(sy_graph_add_node(sg->g, op, name, in,
+                                   c   ? 3
+                                   : b ? 2
+                                       : 1,
+                                   p, &out),
+                 SY_OK, "%s: %s", name, sy_graph_last_error(sg->g));
     return out;
 }
 
@@ -235,8 +239,8 @@ void st_random_graph(st_graph *sg, uint32_t n_ops, bool argmax, uint64_t *rng)
         case 5: {
             char wname[32];
             snprintf(wname, sizeof wname, "w%u", k);
-            sy_tensor *w = st_leaf(sg, wname, SY_DTYPE_F32, 2, wne, SY_ROLE_WEIGHT, true, rng,
-                                   0.2f);
+            sy_tensor *w =
+                st_leaf(sg, wname, SY_DTYPE_F32, 2, wne, SY_ROLE_WEIGHT, true, rng, 0.2f);
             out = st_op(sg, SY_OP_MATMUL, name, w, a, NULL, NULL);
             break;
         }
@@ -295,13 +299,15 @@ void st_decoder_graph(st_graph *sg, const st_decoder_shape *sh, uint64_t seed)
         pos[t] = (int32_t)(sh->n_past + t);
     }
     sy_tensor *tokens, *positions;
-    cr_assert_eq(sy_graph_add_tensor(sg->g, "tokens", SY_DTYPE_I32, 1, &T, SY_ROLE_INPUT, tok,
-                                     &tokens), SY_OK);
+    cr_assert_eq(
+        sy_graph_add_tensor(sg->g, "tokens", SY_DTYPE_I32, 1, &T, SY_ROLE_INPUT, tok, &tokens),
+        SY_OK);
     cr_assert_eq(sy_graph_add_tensor(sg->g, "positions", SY_DTYPE_I32, 1, &T, SY_ROLE_INPUT, pos,
-                                     &positions), SY_OK);
+                                     &positions),
+                 SY_OK);
     int64_t emb_ne[2] = {E, V};
-    sy_tensor *emb = st_leaf(sg, "token_embd.weight", SY_DTYPE_F32, 2, emb_ne, SY_ROLE_WEIGHT,
-                             data, &rng, 1.0f);
+    sy_tensor *emb =
+        st_leaf(sg, "token_embd.weight", SY_DTYPE_F32, 2, emb_ne, SY_ROLE_WEIGHT, data, &rng, 1.0f);
     sy_tensor *x = st_op(sg, SY_OP_GET_ROWS, "token_embd", emb, tokens, NULL, NULL);
     int64_t norm_ne[1] = {E}, kv_ne[3] = {Dh, Hk, sh->n_ctx};
     float ws = 1.0f / sqrtf((float)E);
@@ -314,15 +320,19 @@ void st_decoder_graph(st_graph *sg, const st_decoder_shape *sh, uint64_t seed)
         snprintf(wn, sizeof wn, "cache_v.%u", il);
         sy_tensor *vc = st_leaf(sg, wn, sh->kv_type, 3, kv_ne, SY_ROLE_KV, data, &rng, 0.0f);
         sy_op_params eps = {.f = {1e-5f}};
-        sy_tensor *h = st_op(sg, SY_OP_RMS_NORM, layer_name(nm, il, "attn_norm.rms"), x, NULL, NULL, &eps);
-        h = st_op(sg, SY_OP_MUL, layer_name(nm, il, "attn_norm"), h, layer_weight(sg, il, "attn_norm", data, &rng, 1, norm_ne, 1.0f),
-                  NULL, NULL);
-        sy_tensor *q = st_op(sg, SY_OP_MATMUL, layer_name(nm, il, "attn_q"), layer_weight(sg, il, "attn_q", data, &rng, 2, q_ne, ws), h,
-                             NULL, NULL);
-        sy_tensor *k = st_op(sg, SY_OP_MATMUL, layer_name(nm, il, "attn_k"), layer_weight(sg, il, "attn_k", data, &rng, 2, kv_w, ws), h,
-                             NULL, NULL);
-        sy_tensor *v = st_op(sg, SY_OP_MATMUL, layer_name(nm, il, "attn_v"), layer_weight(sg, il, "attn_v", data, &rng, 2, kv_w, ws), h,
-                             NULL, NULL);
+        sy_tensor *h =
+            st_op(sg, SY_OP_RMS_NORM, layer_name(nm, il, "attn_norm.rms"), x, NULL, NULL, &eps);
+        h = st_op(sg, SY_OP_MUL, layer_name(nm, il, "attn_norm"), h,
+                  layer_weight(sg, il, "attn_norm", data, &rng, 1, norm_ne, 1.0f), NULL, NULL);
+        sy_tensor *q =
+            st_op(sg, SY_OP_MATMUL, layer_name(nm, il, "attn_q"),
+                  layer_weight(sg, il, "attn_q", data, &rng, 2, q_ne, ws), h, NULL, NULL);
+        sy_tensor *k =
+            st_op(sg, SY_OP_MATMUL, layer_name(nm, il, "attn_k"),
+                  layer_weight(sg, il, "attn_k", data, &rng, 2, kv_w, ws), h, NULL, NULL);
+        sy_tensor *v =
+            st_op(sg, SY_OP_MATMUL, layer_name(nm, il, "attn_v"),
+                  layer_weight(sg, il, "attn_v", data, &rng, 2, kv_w, ws), h, NULL, NULL);
         sy_op_params qh = {.i = {Dh, H, T, 1}}, kh = {.i = {Dh, Hk, T, 1}};
         q = st_op(sg, SY_OP_RESHAPE, layer_name(nm, il, "attn_q.heads"), q, NULL, NULL, &qh);
         k = st_op(sg, SY_OP_RESHAPE, layer_name(nm, il, "attn_k.heads"), k, NULL, NULL, &kh);
@@ -337,19 +347,22 @@ void st_decoder_graph(st_graph *sg, const st_decoder_shape *sh, uint64_t seed)
         sy_tensor *a = st_op(sg, SY_OP_ATTENTION, layer_name(nm, il, "attn"), q, k, v, &ap);
         sy_op_params flat = {.i = {E, T, 1, 1}};
         a = st_op(sg, SY_OP_RESHAPE, layer_name(nm, il, "attn.flat"), a, NULL, NULL, &flat);
-        a = st_op(sg, SY_OP_MATMUL, layer_name(nm, il, "attn_output"), layer_weight(sg, il, "attn_output", data, &rng, 2, o_ne, ws), a,
-                  NULL, NULL);
+        a = st_op(sg, SY_OP_MATMUL, layer_name(nm, il, "attn_output"),
+                  layer_weight(sg, il, "attn_output", data, &rng, 2, o_ne, ws), a, NULL, NULL);
         x = st_op(sg, SY_OP_ADD, layer_name(nm, il, "attn.residual"), x, a, NULL, NULL);
         h = st_op(sg, SY_OP_RMS_NORM, layer_name(nm, il, "ffn_norm.rms"), x, NULL, NULL, &eps);
-        h = st_op(sg, SY_OP_MUL, layer_name(nm, il, "ffn_norm"), h, layer_weight(sg, il, "ffn_norm", data, &rng, 1, norm_ne, 1.0f), NULL,
-                  NULL);
-        sy_tensor *gt = st_op(sg, SY_OP_MATMUL, layer_name(nm, il, "ffn_gate"), layer_weight(sg, il, "ffn_gate", data, &rng, 2, up_ne, ws),
-                              h, NULL, NULL);
-        sy_tensor *up = st_op(sg, SY_OP_MATMUL, layer_name(nm, il, "ffn_up"), layer_weight(sg, il, "ffn_up", data, &rng, 2, up_ne, ws), h,
-                              NULL, NULL);
+        h = st_op(sg, SY_OP_MUL, layer_name(nm, il, "ffn_norm"), h,
+                  layer_weight(sg, il, "ffn_norm", data, &rng, 1, norm_ne, 1.0f), NULL, NULL);
+        sy_tensor *gt =
+            st_op(sg, SY_OP_MATMUL, layer_name(nm, il, "ffn_gate"),
+                  layer_weight(sg, il, "ffn_gate", data, &rng, 2, up_ne, ws), h, NULL, NULL);
+        sy_tensor *up =
+            st_op(sg, SY_OP_MATMUL, layer_name(nm, il, "ffn_up"),
+                  layer_weight(sg, il, "ffn_up", data, &rng, 2, up_ne, ws), h, NULL, NULL);
         h = st_op(sg, SY_OP_SWIGLU, layer_name(nm, il, "ffn_glu"), gt, up, NULL, NULL);
         h = st_op(sg, SY_OP_MATMUL, layer_name(nm, il, "ffn_down"),
-                  layer_weight(sg, il, "ffn_down", data, &rng, 2, down_ne, 1.0f / sqrtf((float)F)), h, NULL, NULL);
+                  layer_weight(sg, il, "ffn_down", data, &rng, 2, down_ne, 1.0f / sqrtf((float)F)),
+                  h, NULL, NULL);
         x = st_op(sg, SY_OP_ADD, layer_name(nm, il, "ffn.residual"), x, h, NULL, NULL);
     }
     sy_op_params eps = {.f = {1e-5f}};

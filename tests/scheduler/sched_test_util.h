@@ -61,8 +61,8 @@ typedef struct st_graph {
     sy_graph *g;
     void **blocks;
     uint32_t n_blocks, cap_blocks;
-    float *out;           /* the first marked output's host data */
-    uint64_t out_count;   /* its elements */
+    float *out;         /* the first marked output's host data */
+    uint64_t out_count; /* its elements */
 } st_graph;
 
 /* A random DAG of |n_ops| ops over [32, 4] activations: add, mul, scale,
@@ -92,8 +92,7 @@ void st_graph_free(st_graph *sg);
  * homed there, or brought by an earlier transfer from a device holding
  * it); one transfer per tensor and destination; memory within budgets.
  * Returns false with the first violation in |why|. */
-bool st_check_plan(sy_runtime *rt, const sy_graph *g, const sy_plan *plan, char *why,
-                   size_t size);
+bool st_check_plan(sy_runtime *rt, const sy_graph *g, const sy_plan *plan, char *why, size_t size);
 
 /* Number of distinct devices the plan's segments use. */
 uint32_t st_devices_used(const sy_plan *plan);

@@ -46,8 +46,8 @@ static void make_matmul(mm_node *m, sy_dtype wt, int64_t K, int64_t N, int64_t M
     sy_tensor_set_contiguous_strides(&m->w);
     sy_tensor_set_contiguous_strides(&m->x);
     sy_tensor_set_contiguous_strides(&m->out);
-    m->node = (sy_node){.op = SY_OP_MATMUL, .n_inputs = 2, .inputs = {&m->w, &m->x},
-                        .output = &m->out};
+    m->node =
+        (sy_node){.op = SY_OP_MATMUL, .n_inputs = 2, .inputs = {&m->w, &m->x}, .output = &m->out};
 }
 
 static sy_device_desc cpu_desc(double flops, double bw, uint32_t unified)
@@ -233,7 +233,8 @@ Test(cost_model, roofline_default_uses_reported_peaks_or_conservative_constants)
     bool unm = false;
     double t = sy__cost_node(&m, &mm.node, &unm);
     cr_assert(unm);
-    double want = fmax((double)flops / SY__DEFAULT_CPU_FLOPS, (double)bytes / SY__DEFAULT_CPU_BANDWIDTH);
+    double want =
+        fmax((double)flops / SY__DEFAULT_CPU_FLOPS, (double)bytes / SY__DEFAULT_CPU_BANDWIDTH);
     cr_assert_float_eq(t, want + SY__DEFAULT_CPU_LAUNCH_S, 1e-12);
     sy_device_desc fast = cpu_desc(1e12, 1e11, 1);
     sy__device_model_init(&m, 0, &fast, NULL);
@@ -264,9 +265,9 @@ Test(cost_model, links_are_zero_copy_between_unified_devices_and_always_pay_the_
     cr_assert_not(l.zero_copy);
     cr_assert_float_eq(sy__cost_transfer(&l, 0), SY__DEFAULT_SYNC_S + SY__DEFAULT_LINK_LATENCY_S,
                        1e-15, "a switch costs even with nothing to move");
-    cr_assert_float_eq(sy__cost_transfer(&l, 8000000),
-                       SY__DEFAULT_SYNC_S + SY__DEFAULT_LINK_LATENCY_S + 8e6 / SY__DEFAULT_LINK_BANDWIDTH,
-                       1e-15);
+    cr_assert_float_eq(
+        sy__cost_transfer(&l, 8000000),
+        SY__DEFAULT_SYNC_S + SY__DEFAULT_LINK_LATENCY_S + 8e6 / SY__DEFAULT_LINK_BANDWIDTH, 1e-15);
     /* The destination's entry for the reverse direction applies too. */
     sy__profile *p = parse_ok("{" HEAD "\"device\": \"dgpu\", \"links\": [{\"to\": \"cpu\", "
                               "\"bandwidth\": 1e9, \"latency_s\": 1e-3, \"sync_s\": 1e-4}]}");

@@ -13,8 +13,17 @@
 #include "sched_test_util.h"
 
 static const st_decoder_shape decoder = {
-    .n_layer = 3, .n_embd = 64, .n_head = 4, .n_head_kv = 2, .n_ff = 128, .n_vocab = 256,
-    .n_ctx = 16, .n_tokens = 3, .n_past = 4, .kv_type = SY_DTYPE_F16, .with_data = true,
+    .n_layer = 3,
+    .n_embd = 64,
+    .n_head = 4,
+    .n_head_kv = 2,
+    .n_ff = 128,
+    .n_vocab = 256,
+    .n_ctx = 16,
+    .n_tokens = 3,
+    .n_past = 4,
+    .kv_type = SY_DTYPE_F16,
+    .with_data = true,
 };
 
 /* Kernels differ (threaded AVX2 sums vs the double-accumulating
@@ -23,8 +32,8 @@ static void assert_close(const float *got, const float *want, uint64_t n, const 
 {
     for (uint64_t i = 0; i < n; i++)
         cr_assert(fabsf(got[i] - want[i]) <= 1e-4f + 1e-4f * fabsf(want[i]),
-                  "%s[%llu]: %g, cpu alone gives %g", what, (unsigned long long)i,
-                  (double)got[i], (double)want[i]);
+                  "%s[%llu]: %g, cpu alone gives %g", what, (unsigned long long)i, (double)got[i],
+                  (double)want[i]);
 }
 
 typedef struct kv_snapshot {
@@ -78,11 +87,11 @@ static sy_planner *planner_with_profiles(sy_runtime *rt)
     sy_planner *pl = NULL;
     cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
     char path[512];
-    cr_assert_eq(sy_planner_load_profile(pl, st_fixture("testdev_fast_matmul.json", path,
-                                                          sizeof path)),
-                 SY_OK);
-    cr_assert_eq(sy_planner_load_profile(pl, st_fixture("opaquedev_fast_elementwise.json", path,
-                                                          sizeof path)),
+    cr_assert_eq(
+        sy_planner_load_profile(pl, st_fixture("testdev_fast_matmul.json", path, sizeof path)),
+        SY_OK);
+    cr_assert_eq(sy_planner_load_profile(
+                     pl, st_fixture("opaquedev_fast_elementwise.json", path, sizeof path)),
                  SY_OK);
     return pl;
 }
@@ -90,15 +99,13 @@ static sy_planner *planner_with_profiles(sy_runtime *rt)
 /* Runs |g| on the cpu alone, then by |plan|, and compares. */
 static void run_both_and_compare(sy_runtime *rt, st_graph *sg, const sy_plan *plan)
 {
-    cr_assert_eq(sy_runtime_execute_on(rt, sg->g, ST_CPU), SY_OK, "%s",
-                 sy_runtime_last_error(rt));
+    cr_assert_eq(sy_runtime_execute_on(rt, sg->g, ST_CPU), SY_OK, "%s", sy_runtime_last_error(rt));
     float *want = malloc(sg->out_count * sizeof *want);
     memcpy(want, sg->out, sg->out_count * sizeof *want);
     memset(sg->out, 0, sg->out_count * sizeof *want);
     kv_snapshot kv;
     kv_take(sg->g, &kv);
-    cr_assert_eq(sy_runtime_execute_plan(rt, sg->g, plan), SY_OK, "%s",
-                 sy_runtime_last_error(rt));
+    cr_assert_eq(sy_runtime_execute_plan(rt, sg->g, plan), SY_OK, "%s", sy_runtime_last_error(rt));
     assert_close(sg->out, want, sg->out_count, "output");
     kv_assert_same(&kv);
     free(want);
@@ -145,8 +152,8 @@ Test(execute_plan, weights_and_caches_shared_across_devices_move_and_come_back)
     cr_assert(st_check_plan(rt, sg.g, plan, why, sizeof why), "%s", why);
     uint32_t leaf_moves = 0;
     for (uint32_t k = 0; k < plan->n_steps; k++)
-        leaf_moves += plan->steps[k].kind == SY_PLAN_STEP_TRANSFER &&
-                      plan->steps[k].value_node == SY__NONE;
+        leaf_moves +=
+            plan->steps[k].kind == SY_PLAN_STEP_TRANSFER && plan->steps[k].value_node == SY__NONE;
     cr_assert_gt(leaf_moves, 0u, "token_embd.weight must move");
     run_both_and_compare(rt, &sg, plan);
     sy_plan_release(plan);
@@ -198,9 +205,8 @@ Test(execute_plan, random_graphs_under_random_pins_match_the_cpu_alone)
                      (unsigned long long)seed, trial, sy_runtime_last_error(rt));
         for (uint64_t i = 0; i < sg.out_count; i++)
             cr_assert(fabsf(sg.out[i] - want[i]) <= 1e-4f + 1e-4f * fabsf(want[i]),
-                      "seed %llu trial %u: output[%llu] %g, cpu alone %g",
-                      (unsigned long long)seed, trial, (unsigned long long)i, (double)sg.out[i],
-                      (double)want[i]);
+                      "seed %llu trial %u: output[%llu] %g, cpu alone %g", (unsigned long long)seed,
+                      trial, (unsigned long long)i, (double)sg.out[i], (double)want[i]);
         free(want);
         sy_plan_release(plan);
         st_graph_free(&sg);
@@ -247,9 +253,9 @@ Test(execute_plan, smollm2_steps_planned_over_two_devices_give_the_cpus_logits)
     sy_planner *pl;
     cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
     char prof[512];
-    cr_assert_eq(sy_planner_load_profile(pl, st_fixture("testdev_fast_matmul.json", prof,
-                                                          sizeof prof)),
-                 SY_OK);
+    cr_assert_eq(
+        sy_planner_load_profile(pl, st_fixture("testdev_fast_matmul.json", prof, sizeof prof)),
+        SY_OK);
     const sy_hparams *hp = &m->hp;
     uint32_t n_ctx = 16, L = hp->n_layer;
     size_t per = (size_t)hp->head_dim * hp->n_head_kv * n_ctx * 2;
@@ -279,9 +285,9 @@ Test(execute_plan, smollm2_steps_planned_over_two_devices_give_the_cpus_logits)
         cr_assert_eq(sy_runtime_execute_on(rt, g, ST_CPU), SY_OK, "%s", sy_runtime_last_error(rt));
         sy_plan *plan = st_plan(pl, g, &o);
         cr_assert_eq(st_devices_used(plan), 2u);
-        cr_assert_eq(sy_graph_set_host_data(g, sy_graph_node(g, sy_graph_node_count(g) - 1)->output,
-                                            got),
-                     SY_OK);
+        cr_assert_eq(
+            sy_graph_set_host_data(g, sy_graph_node(g, sy_graph_node_count(g) - 1)->output, got),
+            SY_OK);
         cr_assert_eq(sy_runtime_execute_plan(rt, g, plan), SY_OK, "%s", sy_runtime_last_error(rt));
         for (uint32_t i = 0; i < hp->n_vocab; i++)
             cr_assert(fabsf(got[i] - want[i]) <= 2e-3f + 1e-3f * fabsf(want[i]),

@@ -149,8 +149,8 @@ Test(placement, list_scheduler_stays_within_5_percent_median_and_15_percent_wors
         sy__sched_problem_deinit(&pb);
     }
     qsort(ratio, TRIALS, sizeof ratio[0], cmp_double);
-    cr_assert_leq(ratio[TRIALS / 2], 1.05, "seed %llu: median ratio %.4f",
-                  (unsigned long long)seed, ratio[TRIALS / 2]);
+    cr_assert_leq(ratio[TRIALS / 2], 1.05, "seed %llu: median ratio %.4f", (unsigned long long)seed,
+                  ratio[TRIALS / 2]);
 }
 
 Test(placement, no_plan_is_worse_than_the_best_single_device_plan)
@@ -165,8 +165,8 @@ Test(placement, no_plan_is_worse_than_the_best_single_device_plan)
         uint8_t single[40], out[40];
         double base = sy__sched_best_single(&pb, single);
         cr_assert_eq(sy__sched_list(&pb, out), SY_OK);
-        cr_assert_leq(sy__sched_evaluate(&pb, out), base * (1 + 1e-12),
-                      "seed %llu trial %u: list", (unsigned long long)seed, trial);
+        cr_assert_leq(sy__sched_evaluate(&pb, out), base * (1 + 1e-12), "seed %llu trial %u: list",
+                      (unsigned long long)seed, trial);
         if (sy__sched_dp(&pb, true, out, NULL) == SY_OK)
             cr_assert_leq(sy__sched_evaluate(&pb, out), base * (1 + 1e-12),
                           "seed %llu trial %u: dp", (unsigned long long)seed, trial);

@@ -11,8 +11,17 @@
 #include "sched_test_util.h"
 
 static const st_decoder_shape decoder = {
-    .n_layer = 2, .n_embd = 64, .n_head = 4, .n_head_kv = 2, .n_ff = 128, .n_vocab = 256,
-    .n_ctx = 64, .n_tokens = 1, .n_past = 5, .kv_type = SY_DTYPE_F16, .with_data = false,
+    .n_layer = 2,
+    .n_embd = 64,
+    .n_head = 4,
+    .n_head_kv = 2,
+    .n_ff = 128,
+    .n_vocab = 256,
+    .n_ctx = 64,
+    .n_tokens = 1,
+    .n_past = 5,
+    .kv_type = SY_DTYPE_F16,
+    .with_data = false,
 };
 
 static sy_planner *mixed_planner(sy_runtime *rt)
@@ -20,9 +29,9 @@ static sy_planner *mixed_planner(sy_runtime *rt)
     sy_planner *pl = NULL;
     cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
     char path[512];
-    cr_assert_eq(sy_planner_load_profile(pl, st_fixture("testdev_fast_matmul.json", path,
-                                                          sizeof path)),
-                 SY_OK, "%s", sy_planner_last_error(pl));
+    cr_assert_eq(
+        sy_planner_load_profile(pl, st_fixture("testdev_fast_matmul.json", path, sizeof path)),
+        SY_OK, "%s", sy_planner_last_error(pl));
     return pl;
 }
 
@@ -92,8 +101,7 @@ Test(plan, explain_json_parses_and_matches_the_queries)
     }
     sy_plan_summary s;
     sy_plan_query_summary(plan, &s);
-    cr_assert_float_eq(cJSON_GetObjectItem(root, "predicted_s")->valuedouble, s.predicted_s,
-                       1e-12);
+    cr_assert_float_eq(cJSON_GetObjectItem(root, "predicted_s")->valuedouble, s.predicted_s, 1e-12);
     uint32_t transfers = 0;
     for (int k = 0; k < cJSON_GetArraySize(steps); k++)
         transfers += strcmp(cJSON_GetObjectItem(cJSON_GetArrayItem(steps, k), "kind")->valuestring,
@@ -222,7 +230,8 @@ Test(plan, decode_steps_share_a_plan_within_a_shape_class_only)
     st_decoder_graph(&a, &s5, 1);
     st_decoder_graph(&b, &s6, 1);
     st_decoder_graph(&c, &s9, 1);
-    sy_plan *pa = st_plan(pl, a.g, NULL), *pb = st_plan(pl, b.g, NULL), *pc = st_plan(pl, c.g, NULL);
+    sy_plan *pa = st_plan(pl, a.g, NULL), *pb = st_plan(pl, b.g, NULL),
+            *pc = st_plan(pl, c.g, NULL);
     cr_assert_eq(pa, pb);
     cr_assert_neq(pa, pc);
     sy_plan_release(pa);
@@ -262,8 +271,8 @@ Test(plan, options_and_profiles_are_part_of_the_cache_key)
     sy_planner_query_stats(pl, &stats);
     cr_assert_eq(stats.entries, 3u);
     char path[512];
-    cr_assert_eq(sy_planner_load_profile(pl, st_fixture("opaquedev_fast_elementwise.json", path,
-                                                          sizeof path)),
+    cr_assert_eq(sy_planner_load_profile(
+                     pl, st_fixture("opaquedev_fast_elementwise.json", path, sizeof path)),
                  SY_OK);
     sy_planner_query_stats(pl, &stats);
     cr_assert_eq(stats.entries, 0u, "new figures empty the cache");

@@ -13,18 +13,27 @@ static sy_planner *planner_with_profiles(sy_runtime *rt)
     sy_planner *pl = NULL;
     cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
     char path[512];
-    cr_assert_eq(sy_planner_load_profile(pl, st_fixture("testdev_fast_matmul.json", path,
-                                                          sizeof path)),
-                 SY_OK, "%s", sy_planner_last_error(pl));
-    cr_assert_eq(sy_planner_load_profile(pl, st_fixture("opaquedev_fast_elementwise.json", path,
-                                                          sizeof path)),
+    cr_assert_eq(
+        sy_planner_load_profile(pl, st_fixture("testdev_fast_matmul.json", path, sizeof path)),
+        SY_OK, "%s", sy_planner_last_error(pl));
+    cr_assert_eq(sy_planner_load_profile(
+                     pl, st_fixture("opaquedev_fast_elementwise.json", path, sizeof path)),
                  SY_OK, "%s", sy_planner_last_error(pl));
     return pl;
 }
 
 static const st_decoder_shape small_decoder = {
-    .n_layer = 3, .n_embd = 64, .n_head = 4, .n_head_kv = 2, .n_ff = 128, .n_vocab = 256,
-    .n_ctx = 32, .n_tokens = 1, .n_past = 5, .kv_type = SY_DTYPE_F16, .with_data = false,
+    .n_layer = 3,
+    .n_embd = 64,
+    .n_head = 4,
+    .n_head_kv = 2,
+    .n_ff = 128,
+    .n_vocab = 256,
+    .n_ctx = 32,
+    .n_tokens = 1,
+    .n_past = 5,
+    .kv_type = SY_DTYPE_F16,
+    .with_data = false,
 };
 
 static uint32_t node_index(const sy_graph *g, const char *name)
@@ -73,8 +82,8 @@ Test(planner, refuses_a_graph_that_is_not_frozen_and_bad_options)
     sy_plan_options_init(&o);
     o.devices = "cpu,nope";
     cr_assert_eq(sy_planner_plan(pl, g, &o, &plan), SY_E_NOT_FOUND);
-    cr_assert(strstr(sy_planner_last_error(pl), "there are: cpu, testdev, opaquedev"),
-              "%s", sy_planner_last_error(pl));
+    cr_assert(strstr(sy_planner_last_error(pl), "there are: cpu, testdev, opaquedev"), "%s",
+              sy_planner_last_error(pl));
     o.devices = "cpu,cpu";
     cr_assert_eq(sy_planner_plan(pl, g, &o, &plan), SY_E_INVALID_ARG);
     sy_plan_options_init(&o);
@@ -343,8 +352,8 @@ Test(planner, a_budget_nothing_can_meet_fails_saying_what_is_needed)
     sy_plan *plan = NULL;
     cr_assert_eq(sy_planner_plan(pl, sg.g, &o, &plan), SY_E_LIMIT);
     const char *err = sy_planner_last_error(pl);
-    cr_assert(strstr(err, "model needs ") && strstr(err, " MiB on testdev, budget 0.1 MiB"),
-              "%s", err);
+    cr_assert(strstr(err, "model needs ") && strstr(err, " MiB on testdev, budget 0.1 MiB"), "%s",
+              err);
     cr_assert_null(plan);
     st_graph_free(&sg);
     sy_planner_destroy(pl);

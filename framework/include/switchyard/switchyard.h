@@ -380,6 +380,7 @@ typedef struct sy_planner_stats {
     uint32_t entries;      /* plans held by the cache */
 } sy_planner_stats;
 
+/* Fills |out_stats| with the plan cache's counters. */
 sy_status sy_planner_query_stats(const sy_planner *pl, sy_planner_stats *out_stats);
 
 /* Adds a reference to |plan|.  Thread-safety: not atomic. */
@@ -414,7 +415,8 @@ typedef struct sy_plan_node_info {
     char reason[192];         /* "cheapest: 1.20 ms vs 3.40 ms on npusim", "pinned by ..." */
 } sy_plan_node_info;
 
-/* Describes node |node| (graph topological index) of |plan|. */
+/* Describes node |node| (graph topological index) of |plan|; device_name
+ * is owned by |plan|. */
 sy_status sy_plan_query_node(const sy_plan *plan, uint32_t node, sy_plan_node_info *out_info);
 
 typedef enum sy_plan_step_kind {
@@ -435,7 +437,9 @@ typedef struct sy_plan_step_info {
     double predicted_s;
 } sy_plan_step_info;
 
+/* Returns the number of steps (segments and transfers) in run order. */
 uint32_t sy_plan_step_count(const sy_plan *plan);
+/* Describes step |i|.  Pointers in |out_info| are owned by |plan|. */
 sy_status sy_plan_query_step(const sy_plan *plan, uint32_t i, sy_plan_step_info *out_info);
 
 typedef struct sy_plan_memory {
