@@ -111,6 +111,16 @@ static sy_status fill_tensor(void *ctx, const char *name, void *dst, uint64_t si
             memcpy(b, &d, 2);
             memcpy(b + 2, &m, 2);
             break;
+        case SY_DTYPE_Q5_0:
+            d = sy__f32_to_fp16(scale * u / 16.0f);
+            memcpy(b, &d, 2);
+            break;
+        case SY_DTYPE_Q5_1:
+            d = sy__f32_to_fp16(scale * u / 15.5f);
+            m = sy__f32_to_fp16(-scale * u);
+            memcpy(b, &d, 2);
+            memcpy(b + 2, &m, 2);
+            break;
         case SY_DTYPE_Q4_K:
         case SY_DTYPE_Q5_K:
             /* 6-bit sub-scales and mins are random: d * 63 * 15 (31) ~ scale. */
@@ -361,7 +371,8 @@ out_free:
 static void usage(FILE *f)
 {
     fprintf(f, "usage: switchyard synth --arch llama|qwen2|gemma3 (--preset NAME | --dims "
-               "L,E,FF,H,HKV,V[,HD]) --type f32|f16|q8_0|q4_0|q4_1|q4_k|q5_k|q6_k -o FILE "
+               "L,E,FF,H,HKV,V[,HD]) --type f32|f16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k\n"
+               "       -o FILE "
                "[--seed S] [--ctx N]\npresets:");
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         fprintf(f, " %s", presets[i].name);
