@@ -8,6 +8,12 @@
  *   SWITCHYARD_OPENCL_DISCRETE=1  treat every device as discrete: no host
  *                                 mapping, no import (tests the copy paths
  *                                 a discrete GPU takes, on any device)
+ *   SWITCHYARD_OPENCL_MATVEC=rows|groups  single-token matmul kernel: one
+ *                                 row per work-item (default on CPU devices)
+ *                                 or a work-group reduction per row (default
+ *                                 on GPUs)
+ *   SWITCHYARD_OPENCL_PROFILE=1   time every kernel (events on the queue) and
+ *                                 log the totals per kernel at exit
  *   SWITCHYARD_OPENCL_BREAK=<family>  test hook: that program fails to build */
 #include <stdarg.h>
 #include <stdio.h>
@@ -248,6 +254,14 @@ static void ocl_describe_device(ocl_state *s, ocl_dev *d, uint32_t index)
              (svm & OCL_SVM_FINE) ? "fine" : (svm & OCL_SVM_COARSE) ? "coarse" : "none",
              cversion[0] ? cversion : d->device_version);
 
+    /* CPU runtimes run a work-group as a loop over its work-items: a
+     * reduction across them costs more than it saves.
+     * SWITCHYARD_OPENCL_MATVEC=rows|groups overrides the choice. */
+    d->row_matvec = desc->kind == SY_DEVICE_CPU;
+    if (s->matvec_override == 1)
+        d->row_matvec = true;
+    else if (s->matvec_override == 2)
+        d->row_matvec = false;
     ocl_fmt(d->build_options, sizeof d->build_options, "%s%s%s",
              d->cl12 ? "-cl-std=CL1.2 " : "", d->fp64 ? "-DSY_FP64=1 " : "",
              d->correct_div_sqrt ? "-cl-fp32-correctly-rounded-divide-sqrt" : "");
@@ -268,7 +282,8 @@ static sy_status ocl_open_device(ocl_state *s, ocl_dev *d, uint32_t index)
                 ocl_error_name(err));
         return SY_E_DEVICE;
     }
-    d->queue = clCreateCommandQueue(d->ctx, d->id, 0, &err);
+    d->profile = s->profile;
+    d->queue = clCreateCommandQueue(d->ctx, d->id, d->profile ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
     if (!d->queue || err != CL_SUCCESS) {
         d->queue = NULL;
         ocl_log(s, SY_LOG_WARN, "skipping an OpenCL device: clCreateCommandQueue failed: %s",
@@ -294,6 +309,14 @@ static void ocl_close_device(ocl_state *s, ocl_dev *d)
 {
     if (d->queue)
         clFinish(d->queue);
+    if (d->profile) {
+        ocl_profile_collect(d);
+        ocl_profile_report(s, d);
+    }
+    if (d->events)
+        s->host->free(s->host->ctx, d->events);
+    if (d->event_kernel)
+        s->host->free(s->host->ctx, d->event_kernel);
     ocl_program_release(d);
     if (d->scratch)
         clReleaseMemObject(d->scratch);
@@ -400,6 +423,15 @@ sy_status ocl_device_init(const sy_host *host, void **out_state)
     ocl_cache_dir(s);
     const char *discrete = getenv("SWITCHYARD_OPENCL_DISCRETE");
     s->force_discrete = discrete && strcmp(discrete, "1") == 0;
+    const char *matvec = getenv("SWITCHYARD_OPENCL_MATVEC");
+    if (matvec && strcmp(matvec, "rows") == 0)
+        s->matvec_override = 1;
+    else if (matvec && strcmp(matvec, "groups") == 0)
+        s->matvec_override = 2;
+    else if (matvec && *matvec)
+        ocl_log(s, SY_LOG_WARN, "ignoring SWITCHYARD_OPENCL_MATVEC='%s' (rows or groups)", matvec);
+    const char *profile = getenv("SWITCHYARD_OPENCL_PROFILE");
+    s->profile = profile && strcmp(profile, "1") == 0;
     const char *broken = getenv("SWITCHYARD_OPENCL_BREAK");
     if (broken && broken[0]) {
         for (int f = 0; f < OCL_FAM_COUNT; f++)

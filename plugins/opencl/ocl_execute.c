@@ -33,6 +33,74 @@ sy_status ocl_note_written(ocl_state *s, ocl_dev *d, ocl_buffer *b)
     return SY_OK;
 }
 
+/* -------------------------------------------------------------- profiling */
+
+void ocl_profile_keep(ocl_state *s, ocl_dev *d, ocl_kernel_id k, cl_event ev)
+{
+    if (d->n_events == d->cap_events) {
+        uint32_t cap = d->cap_events ? d->cap_events * 2 : 256;
+        cl_event *e = s->host->alloc(s->host->ctx, sizeof *e * cap, 16);
+        ocl_kernel_id *ids = s->host->alloc(s->host->ctx, sizeof *ids * cap, 16);
+        if (!e || !ids) {
+            if (e)
+                s->host->free(s->host->ctx, e);
+            if (ids)
+                s->host->free(s->host->ctx, ids);
+            clReleaseEvent(ev);
+            return;
+        }
+        if (d->events) {
+            memcpy(e, d->events, sizeof *e * d->n_events);
+            memcpy(ids, d->event_kernel, sizeof *ids * d->n_events);
+            s->host->free(s->host->ctx, d->events);
+            s->host->free(s->host->ctx, d->event_kernel);
+        }
+        d->events = e;
+        d->event_kernel = ids;
+        d->cap_events = cap;
+    }
+    d->events[d->n_events] = ev;
+    d->event_kernel[d->n_events] = k;
+    d->n_events++;
+}
+
+void ocl_profile_collect(ocl_dev *d)
+{
+    for (uint32_t i = 0; i < d->n_events; i++) {
+        cl_ulong t0 = 0, t1 = 0;
+        if (clGetEventProfilingInfo(d->events[i], CL_PROFILING_COMMAND_START, sizeof t0, &t0,
+                                    NULL) == CL_SUCCESS &&
+            clGetEventProfilingInfo(d->events[i], CL_PROFILING_COMMAND_END, sizeof t1, &t1,
+                                    NULL) == CL_SUCCESS &&
+            t1 >= t0) {
+            d->prof_ns[d->event_kernel[i]] += t1 - t0;
+            d->prof_calls[d->event_kernel[i]]++;
+        }
+        clReleaseEvent(d->events[i]);
+    }
+    d->n_events = 0;
+}
+
+void ocl_profile_report(const ocl_state *s, const ocl_dev *d)
+{
+    uint64_t total = 0;
+    for (int k = 0; k < OCL_K_COUNT; k++)
+        total += d->prof_ns[k];
+    if (total == 0)
+        return;
+    ocl_log(s, SY_LOG_INFO, "%s: kernel time %.3f ms in all (SWITCHYARD_OPENCL_PROFILE)",
+            d->desc.name, (double)total / 1e6);
+    for (int k = 0; k < OCL_K_COUNT; k++) {
+        if (!d->prof_calls[k])
+            continue;
+        ocl_log(s, SY_LOG_INFO, "%s:   %-16s %8llu calls %10.3f ms %9.1f us/call %5.1f%%",
+                d->desc.name, ocl_kernel_name((ocl_kernel_id)k),
+                (unsigned long long)d->prof_calls[k], (double)d->prof_ns[k] / 1e6,
+                (double)d->prof_ns[k] / 1e3 / (double)d->prof_calls[k],
+                100.0 * (double)d->prof_ns[k] / (double)total);
+    }
+}
+
 /* ---------------------------------------------------------- host fallback */
 
 /* Host copies of the tensors of one node run on the host. */
@@ -205,6 +273,8 @@ sy_status ocl_device_synchronize(void *state, uint32_t dev)
     d->n_pending = 0;
     if (clFinish(d->queue) != CL_SUCCESS)
         st = SY_E_DEVICE;
+    if (d->profile)
+        ocl_profile_collect(d);
     if (d->flag_armed) {
         d->flag_armed = false;
         cl_int flag = 0;

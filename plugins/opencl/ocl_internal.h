@@ -51,6 +51,17 @@ typedef enum ocl_kernel_id {
     OCL_K_MV_Q4_K,
     OCL_K_MV_Q5_K,
     OCL_K_MV_Q6_K,
+    OCL_K_MVR_F32,
+    OCL_K_MVR_F16,
+    OCL_K_MVR_BF16,
+    OCL_K_MVR_Q8_0,
+    OCL_K_MVR_Q4_0,
+    OCL_K_MVR_Q4_1,
+    OCL_K_MVR_Q5_0,
+    OCL_K_MVR_Q5_1,
+    OCL_K_MVR_Q4_K,
+    OCL_K_MVR_Q5_K,
+    OCL_K_MVR_Q6_K,
     OCL_K_MM_F32,
     OCL_K_MM_F16,
     OCL_K_MM_BF16,
@@ -126,6 +137,7 @@ typedef struct ocl_dev {
     bool fp16;
     bool correct_div_sqrt; /* CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT */
     bool cl12;             /* OpenCL C 1.2 or later */
+    bool row_matvec;       /* single-token matmul one row per work-item (CPUs) */
     size_t max_wg;
     uint64_t local_mem;
     uint64_t max_alloc;
@@ -146,6 +158,14 @@ typedef struct ocl_dev {
      * cleared by synchronize() when armed. */
     cl_mem flag;
     bool flag_armed;
+    /* SWITCHYARD_OPENCL_PROFILE=1: one event per launch, folded into
+     * per-kernel totals at synchronize() and logged at deinit. */
+    bool profile;
+    cl_event *events;
+    ocl_kernel_id *event_kernel;
+    uint32_t n_events, cap_events;
+    uint64_t prof_ns[OCL_K_COUNT];
+    uint64_t prof_calls[OCL_K_COUNT];
     /* Imported buffers written since the last synchronize. */
     ocl_buffer **pending;
     uint32_t n_pending, cap_pending;
@@ -158,6 +178,8 @@ typedef struct ocl_state {
     char cache_dir[1024]; /* empty: the program cache is off */
     int broken_family;    /* test hook: this family fails to build (-1: none) */
     bool force_discrete;  /* SWITCHYARD_OPENCL_DISCRETE=1 */
+    bool profile;         /* SWITCHYARD_OPENCL_PROFILE=1 */
+    int matvec_override;  /* SWITCHYARD_OPENCL_MATVEC: 0 auto, 1 rows, 2 groups */
 } ocl_state;
 
 /* Logs |fmt| through the host at |level|.  Never prints by itself. */
@@ -178,8 +200,9 @@ sy_status ocl_device_describe(void *state, uint32_t dev, sy_device_desc *out_des
 sy_status ocl_device_self_test(void *state, uint32_t dev, char *out_msg, uint32_t msg_size);
 
 /* ocl_program.c: kernel programs and their on-disk cache. */
-/* Family of kernel |k|. */
+/* Family and name of kernel |k|. */
 ocl_family ocl_kernel_family(ocl_kernel_id k);
+const char *ocl_kernel_name(ocl_kernel_id k);
 const char *ocl_family_name(ocl_family f);
 /* Builds (or loads from the cache) every program not built yet; a program
  * that fails is recorded as FAILED with its log, never retried. */
@@ -202,6 +225,12 @@ sy_status ocl_device_synchronize(void *state, uint32_t dev);
 /* ocl_launch.c: enqueues the kernels of one node.  SY_E_UNSUPPORTED means
  * "run it on the host instead" (|*out_why| says why). */
 sy_status ocl_launch_node(ocl_state *s, ocl_dev *d, const sy_node *node, const char **out_why);
+/* Keeps the event of a profiled launch of kernel |k| (takes ownership). */
+void ocl_profile_keep(ocl_state *s, ocl_dev *d, ocl_kernel_id k, cl_event ev);
+/* Folds the finished events into the per-kernel totals. */
+void ocl_profile_collect(ocl_dev *d);
+/* Logs the per-kernel totals at info level. */
+void ocl_profile_report(const ocl_state *s, const ocl_dev *d);
 /* Remembers that |b| (imported) was written, for synchronize(). */
 sy_status ocl_note_written(ocl_state *s, ocl_dev *d, ocl_buffer *b);
 

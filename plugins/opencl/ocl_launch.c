@@ -50,7 +50,16 @@ static void ocl_arg_ref(ocl_args *a, const ocl_ref *r)
 /* Bytes an element address must be a multiple of for the kernels' loads. */
 static uint64_t ocl_align_of(uint32_t dtype)
 {
-    return dtype == SY_DTYPE_F32 || dtype == SY_DTYPE_I32 ? 4 : 1;
+    switch (dtype) {
+    case SY_DTYPE_F32:
+    case SY_DTYPE_I32:
+        return 4;
+    case SY_DTYPE_F16:
+    case SY_DTYPE_BF16:
+        return 2;
+    default:
+        return 1;
+    }
 }
 
 /* Resolves |t| into a kernel reference on |d|. */
@@ -115,11 +124,6 @@ static size_t ocl_group(const ocl_dev *d, ocl_kernel_id k, uint64_t work)
     return ls;
 }
 
-static size_t ocl_round_up(size_t v, size_t m)
-{
-    return (v + m - 1) / m * m;
-}
-
 static sy_status ocl_enqueue(const ocl_state *s, ocl_dev *d, ocl_kernel_id k, const ocl_args *a,
                              cl_uint dims, const size_t *global, const size_t *local,
                              const char **why)
@@ -133,10 +137,14 @@ static sy_status ocl_enqueue(const ocl_state *s, ocl_dev *d, ocl_kernel_id k, co
     for (cl_uint i = 0; i < dims; i++)
         if (global[i] == 0)
             return SY_OK;
+    cl_event ev = NULL;
     cl_int err = clEnqueueNDRangeKernel(d->queue, d->kernels[k], dims, NULL, global, local, 0, NULL,
-                                        NULL);
-    if (err == CL_SUCCESS)
+                                        d->profile ? &ev : NULL);
+    if (err == CL_SUCCESS) {
+        if (ev)
+            ocl_profile_keep((ocl_state *)s, d, k, ev);
         return SY_OK;
+    }
     ocl_log(s, SY_LOG_WARN, "%s: enqueueing a kernel failed: %s", d->desc.name,
             ocl_error_name(err));
     if (err == CL_OUT_OF_RESOURCES || err == CL_INVALID_WORK_GROUP_SIZE ||
@@ -317,6 +325,16 @@ static sy_status ocl_launch_matmul(ocl_state *s, ocl_dev *d, const sy_node *node
         return ocl_enqueue(s, d, mm, &a, 3, global, local, why);
     }
     const ocl_kernel_id mv = ocl_mv_kernels[w->dtype];
+    if (d->row_matvec) {
+        /* The row kernels follow the group kernels in the same order. */
+        const ocl_kernel_id mvr = (ocl_kernel_id)(mv + (OCL_K_MVR_F32 - OCL_K_MV_F32));
+        ocl_args a = {d->kernels[mvr], 0, CL_SUCCESS};
+        ocl_arg_ref(&a, &wr);
+        ocl_arg_ref(&a, &xr);
+        ocl_arg_ref(&a, &yr);
+        const size_t global[3] = {(size_t)N, batches, (size_t)((M + OCL_MV_M - 1) / OCL_MV_M)};
+        return ocl_enqueue(s, d, mvr, &a, 3, global, NULL, why);
+    }
     const size_t ls = ocl_group(d, mv, (uint64_t)(K + 7) / 8);
     ocl_args a = {d->kernels[mv], 0, CL_SUCCESS};
     ocl_arg_ref(&a, &wr);

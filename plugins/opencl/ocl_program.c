@@ -38,6 +38,17 @@ static const struct {
     [OCL_K_MV_Q4_K] = {"mv_q4_k", OCL_FAM_MATMUL},
     [OCL_K_MV_Q5_K] = {"mv_q5_k", OCL_FAM_MATMUL},
     [OCL_K_MV_Q6_K] = {"mv_q6_k", OCL_FAM_MATMUL},
+    [OCL_K_MVR_F32] = {"mvr_f32", OCL_FAM_MATMUL},
+    [OCL_K_MVR_F16] = {"mvr_f16", OCL_FAM_MATMUL},
+    [OCL_K_MVR_BF16] = {"mvr_bf16", OCL_FAM_MATMUL},
+    [OCL_K_MVR_Q8_0] = {"mvr_q8_0", OCL_FAM_MATMUL},
+    [OCL_K_MVR_Q4_0] = {"mvr_q4_0", OCL_FAM_MATMUL},
+    [OCL_K_MVR_Q4_1] = {"mvr_q4_1", OCL_FAM_MATMUL},
+    [OCL_K_MVR_Q5_0] = {"mvr_q5_0", OCL_FAM_MATMUL},
+    [OCL_K_MVR_Q5_1] = {"mvr_q5_1", OCL_FAM_MATMUL},
+    [OCL_K_MVR_Q4_K] = {"mvr_q4_k", OCL_FAM_MATMUL},
+    [OCL_K_MVR_Q5_K] = {"mvr_q5_k", OCL_FAM_MATMUL},
+    [OCL_K_MVR_Q6_K] = {"mvr_q6_k", OCL_FAM_MATMUL},
     [OCL_K_MM_F32] = {"mm_f32", OCL_FAM_MATMUL},
     [OCL_K_MM_F16] = {"mm_f16", OCL_FAM_MATMUL},
     [OCL_K_MM_BF16] = {"mm_bf16", OCL_FAM_MATMUL},
@@ -76,6 +87,11 @@ static const char *const ocl_family_names[OCL_FAM_COUNT] = {
 ocl_family ocl_kernel_family(ocl_kernel_id k)
 {
     return ocl_kernel_table[k].family;
+}
+
+const char *ocl_kernel_name(ocl_kernel_id k)
+{
+    return k < OCL_K_COUNT ? ocl_kernel_table[k].name : "none";
 }
 
 const char *ocl_family_name(ocl_family f)
@@ -407,7 +423,9 @@ static sy_status ocl_build_from_source(ocl_state *s, ocl_dev *d, ocl_family f,
 {
     ocl_program *p = &d->progs[f];
     cl_int err = CL_SUCCESS;
-    p->prog = clCreateProgramWithSource(d->ctx, t->count, t->text, t->size, &err);
+    /* The 1.2 prototype lacks the inner const; the strings are not written. */
+    p->prog = clCreateProgramWithSource(d->ctx, t->count, (const char **)(uintptr_t)t->text,
+                                        t->size, &err);
     if (!p->prog || err != CL_SUCCESS) {
         snprintf(p->log, sizeof p->log, "clCreateProgramWithSource failed: %s",
                  ocl_error_name(err));

@@ -40,6 +40,7 @@ static void check_matmul(sy_dtype wtype, sy_dtype xtype, int64_t k, int64_t n, i
     sy_tensor *x = oc_input(&tc, "x", xtype, k, m, c2, c3);
     sy_tensor *in[2] = {w, x};
     oc_output(&tc, oc_node(&tc, SY_OP_MATMUL, "mm", in, 2, NULL));
+    tc.both_matvec = true;
     oc_run(&tc, matmul_tol(wtype, k));
     oc_end(&tc);
 }

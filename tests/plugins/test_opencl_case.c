@@ -246,10 +246,19 @@ static void oc_log(void *user, sy_log_level level, const char *msg)
 
 sy_runtime *oc_runtime(ocase *tc, bool discrete)
 {
+    return oc_runtime_cfg(tc, discrete, NULL);
+}
+
+sy_runtime *oc_runtime_cfg(ocase *tc, bool discrete, const char *matvec)
+{
     if (discrete)
         setenv("SWITCHYARD_OPENCL_DISCRETE", "1", 1);
     else
         unsetenv("SWITCHYARD_OPENCL_DISCRETE");
+    if (matvec)
+        setenv("SWITCHYARD_OPENCL_MATVEC", matvec, 1);
+    else
+        unsetenv("SWITCHYARD_OPENCL_MATVEC");
     sy_runtime_options opts;
     sy_runtime_options_init(&opts);
     opts.no_default_paths = true;
@@ -261,6 +270,7 @@ sy_runtime *oc_runtime(ocase *tc, bool discrete)
     sy_runtime *rt = NULL;
     sy_status st = sy_runtime_create(&opts, &rt);
     unsetenv("SWITCHYARD_OPENCL_DISCRETE");
+    unsetenv("SWITCHYARD_OPENCL_MATVEC");
     cr_assert_eq(st, SY_OK, "runtime create failed: %s", sy_status_name(st));
     return rt;
 }
@@ -359,8 +369,14 @@ void oc_run_expect(ocase *tc, otol tl, sy_status expect)
                sy_tensor_nbytes(tc->state[i]));
     oc_restore_state(tc);
 
-    for (int discrete = 0; discrete < (tc->only_unified ? 1 : 2); discrete++) {
-        sy_runtime *rt = oc_runtime(tc, discrete != 0);
+    static const struct {
+        bool discrete;
+        const char *matvec;
+    } cfgs[] = {{false, NULL}, {true, NULL}, {false, "rows"}, {false, "groups"}};
+    const size_t n_cfgs = tc->only_unified ? 1 : tc->both_matvec ? 4 : 2;
+    for (size_t c = 0; c < n_cfgs; c++) {
+        const bool discrete = cfgs[c].discrete;
+        sy_runtime *rt = oc_runtime_cfg(tc, discrete, cfgs[c].matvec);
         uint32_t devs[16];
         const uint32_t n = oc_devices(rt, devs);
         cr_assert_gt(n, 0, "no OpenCL device (SWITCHYARD_PLUGIN_PATH=%s); log:\n%s",
@@ -372,7 +388,8 @@ void oc_run_expect(ocase *tc, otol tl, sy_status expect)
             memset(&d, 0, sizeof d);
             sy_runtime_query_device(rt, devs[i], &d);
             char where[96];
-            snprintf(where, sizeof where, "%s%s", d.name, discrete ? ", discrete" : "");
+            snprintf(where, sizeof where, "%s%s%s%s", d.name, discrete ? ", discrete" : "",
+                     cfgs[c].matvec ? ", matvec " : "", cfgs[c].matvec ? cfgs[c].matvec : "");
             oc_run_device(tc, rt, devs[i], where, tl, expect);
         }
         sy_runtime_destroy(rt);

@@ -54,6 +54,7 @@ typedef struct ocase {
     size_t log_used;
     bool allow_host;   /* the case may run nodes on the host (fallback) */
     bool only_unified; /* skip the discrete-memory configuration */
+    bool both_matvec;  /* also run with each single-token matmul kernel forced */
 } ocase;
 
 /* Starts a case: fresh seed, empty graph, |fmt| names it in failures. */
@@ -82,12 +83,16 @@ void oc_state(ocase *tc, sy_tensor *t);
 /* Creates a runtime that logs into tc->log, with the plugin's memory model
  * forced discrete when |discrete| (SWITCHYARD_OPENCL_DISCRETE=1). */
 sy_runtime *oc_runtime(ocase *tc, bool discrete);
+/* Same, with SWITCHYARD_OPENCL_MATVEC set to |matvec| ("rows", "groups")
+ * unless NULL. */
+sy_runtime *oc_runtime_cfg(ocase *tc, bool discrete, const char *matvec);
 /* Number of "opencl:N" devices of |rt|; their indices in |out| (up to 16). */
 uint32_t oc_devices(const sy_runtime *rt, uint32_t out[16]);
 
 /* Freezes the graph, runs the reference, then every OpenCL device in the
- * unified and the discrete configuration; expects |expect| from all and
- * compares within |tl|. */
+ * unified and the discrete configuration (and with each single-token
+ * matmul kernel when both_matvec); expects |expect| from all and compares
+ * within |tl|. */
 void oc_run_expect(ocase *tc, otol tl, sy_status expect);
 void oc_run(ocase *tc, otol tl);
 

@@ -216,16 +216,23 @@ inline uint2 k_scale_min(int j, const global uchar *q)
 }
 
 /* Elements e .. e+7 (e a multiple of 8) of the row at |row| for each block
- * type.  Each performs the float operations of ops/quants.c in order. */
+ * type.  Each performs the float operations of ops/quants.c in order, in
+ * eight-wide vectors (SIMD on CPU runtimes, fewer instructions on GPUs);
+ * bytes are read with vload8, which needs no alignment. */
 inline float8 deq8_q8_0(const global uchar *row, long e)
 {
     const global uchar *blk = row + (e >> 5) * 34;
     const float d = h2f(ld_u16(blk));
-    const global char *qs = (const global char *)(blk + 2) + (e & 31);
-    float v[8];
-    for (int i = 0; i < 8; i++)
-        v[i] = (float)qs[i] * d;
-    return vload8(0, v);
+    const char8 q = vload8(0, (const global char *)(blk + 2) + (e & 31));
+    return convert_float8(q) * d;
+}
+
+/* The nibbles of bytes qs[0..8): low ones for elements j < 16 of a 32-block,
+ * high ones above. */
+inline int8 nibbles8(const global uchar *qs, int high)
+{
+    const uchar8 q = vload8(0, qs);
+    return convert_int8(high ? q >> (uchar)4 : q & (uchar)0x0f);
 }
 
 inline float8 deq8_q4_0(const global uchar *row, long e)
@@ -233,12 +240,7 @@ inline float8 deq8_q4_0(const global uchar *row, long e)
     const global uchar *blk = row + (e >> 5) * 18;
     const float d = h2f(ld_u16(blk));
     const int j = (int)(e & 31);
-    const global uchar *qs = blk + 2 + (j & 15);
-    const int shift = j >= 16 ? 4 : 0;
-    float v[8];
-    for (int i = 0; i < 8; i++)
-        v[i] = (float)(((qs[i] >> shift) & 0x0f) - 8) * d;
-    return vload8(0, v);
+    return convert_float8(nibbles8(blk + 2 + (j & 15), j >= 16) - 8) * d;
 }
 
 inline float8 deq8_q4_1(const global uchar *row, long e)
@@ -247,12 +249,7 @@ inline float8 deq8_q4_1(const global uchar *row, long e)
     const float d = h2f(ld_u16(blk));
     const float m = h2f(ld_u16(blk + 2));
     const int j = (int)(e & 31);
-    const global uchar *qs = blk + 4 + (j & 15);
-    const int shift = j >= 16 ? 4 : 0;
-    float v[8];
-    for (int i = 0; i < 8; i++)
-        v[i] = (float)((qs[i] >> shift) & 0x0f) * d + m;
-    return vload8(0, v);
+    return convert_float8(nibbles8(blk + 4 + (j & 15), j >= 16)) * d + m;
 }
 
 inline float8 deq8_q5(const global uchar *row, long e, int has_min)
@@ -262,16 +259,11 @@ inline float8 deq8_q5(const global uchar *row, long e, int has_min)
     const float d = h2f(ld_u16(blk));
     const float m = has_min ? h2f(ld_u16(blk + 2)) : 0.0f;
     const uint qh = ld_u32(blk + (has_min ? 4 : 2));
-    const global uchar *qs = blk + (has_min ? 8 : 6);
-    const int off = has_min ? 0 : 16;
     const int j = (int)(e & 31);
-    const int shift = j >= 16 ? 4 : 0;
-    float v[8];
-    for (int i = 0; i < 8; i++) {
-        const int q = ((qs[(j & 15) + i] >> shift) & 0x0f) | (int)(((qh >> (j + i)) & 1u) << 4);
-        v[i] = (float)(q - off) * d + m;
-    }
-    return vload8(0, v);
+    const int8 lo = nibbles8(blk + (has_min ? 8 : 6) + (j & 15), j >= 16);
+    /* Bit j + i of qh is the fifth bit of element j + i. */
+    const int8 hi = as_int8(((uint8)(qh >> j) >> (uint8)(0, 1, 2, 3, 4, 5, 6, 7)) & 1u) << 4;
+    return convert_float8((lo | hi) - (has_min ? 0 : 16)) * d + m;
 }
 
 inline float8 deq8_q5_0(const global uchar *row, long e) { return deq8_q5(row, e, 0); }
@@ -286,12 +278,8 @@ inline float8 deq8_q4_k(const global uchar *row, long e)
     const int sb = r >> 5;
     const uint2 sm = k_scale_min(sb, blk + 4);
     const float d1 = d * (float)sm.x, m1 = dmin * (float)sm.y;
-    const global uchar *q = blk + 16 + 32 * (r >> 6) + (r & 31);
-    const int shift = (sb & 1) ? 4 : 0;
-    float v[8];
-    for (int i = 0; i < 8; i++)
-        v[i] = d1 * (float)((q[i] >> shift) & 0x0f) - m1;
-    return vload8(0, v);
+    const int8 q = nibbles8(blk + 16 + 32 * (r >> 6) + (r & 31), sb & 1);
+    return d1 * convert_float8(q) - m1;
 }
 
 inline float8 deq8_q5_k(const global uchar *row, long e)
@@ -304,14 +292,10 @@ inline float8 deq8_q5_k(const global uchar *row, long e)
     const uint2 sm = k_scale_min(sb, blk + 4);
     const float d1 = d * (float)sm.x, m1 = dmin * (float)sm.y;
     const int l = r & 31;
-    const global uchar *qh = blk + 16 + l;
-    const global uchar *ql = blk + 48 + 32 * (r >> 6) + l;
-    const int shift = (sb & 1) ? 4 : 0;
-    const uchar bit = (uchar)(1u << sb);
-    float v[8];
-    for (int i = 0; i < 8; i++)
-        v[i] = d1 * (float)(((ql[i] >> shift) & 0x0f) + ((qh[i] & bit) ? 16 : 0)) - m1;
-    return vload8(0, v);
+    const int8 lo = nibbles8(blk + 48 + 32 * (r >> 6) + l, sb & 1);
+    /* Bit sb of qh[l] is the fifth bit of element l of sub-block sb. */
+    const int8 hi = convert_int8((vload8(0, blk + 16 + l) >> (uchar)sb) & (uchar)1) << 4;
+    return d1 * convert_float8(lo + hi) - m1;
 }
 
 inline float8 deq8_q6_k(const global uchar *row, long e)
@@ -320,16 +304,28 @@ inline float8 deq8_q6_k(const global uchar *row, long e)
     const float d = h2f(ld_u16(blk + 208));
     const int r = (int)(e & 255);
     const int n = r >> 7, quarter = (r & 127) >> 5, l = r & 31;
-    const global uchar *ql = blk + 64 * n + 32 * (quarter & 1) + l;
-    const global uchar *qh = blk + 128 + 32 * n + l;
-    const global char *sc = (const global char *)(blk + 192) + 8 * n + 2 * quarter;
-    const int lshift = 4 * (quarter >> 1), hshift = 2 * quarter;
-    float v[8];
-    for (int i = 0; i < 8; i++) {
-        const int q = (((ql[i] >> lshift) & 0x0f) | (((qh[i] >> hshift) & 3) << 4)) - 32;
-        v[i] = d * (float)sc[(l + i) >> 4] * (float)q;
-    }
-    return vload8(0, v);
+    const uchar8 ql = vload8(0, blk + 64 * n + 32 * (quarter & 1) + l);
+    const uchar8 qh = vload8(0, blk + 128 + 32 * n + l);
+    const int8 lo = convert_int8((ql >> (uchar)(4 * (quarter >> 1))) & (uchar)0x0f);
+    const int8 hi = convert_int8((qh >> (uchar)(2 * quarter)) & (uchar)3) << 4;
+    /* The eight elements share one scale: l is a multiple of 8. */
+    const float sc = (float)((const global char *)blk)[192 + 8 * n + 2 * quarter + (l >> 4)];
+    return d * sc * convert_float8((lo | hi) - 32);
+}
+
+/* Eight halves to floats, exactly as h2f does one. */
+inline float8 h2f8(ushort8 h16)
+{
+    const uint8 h = convert_uint8(h16);
+    const uint8 sign = (h & 0x8000u) << 16;
+    const uint8 ex = (h >> 10) & 0x1fu;
+    const uint8 mant = h & 0x3ffu;
+    const uint8 normal = sign | ((ex + 112u) << 23) | (mant << 13);
+    const uint8 special = sign | 0x7f800000u | (mant << 13);
+    const uint8 tiny = sign | as_uint8(convert_float8(mant) * (1.0f / 16777216.0f));
+    uint8 bits = select(normal, special, ex == 0x1fu);
+    bits = select(bits, tiny, ex == 0u);
+    return as_float8(bits);
 }
 
 inline float8 deq8_f32(const global uchar *row, long e)
@@ -339,18 +335,12 @@ inline float8 deq8_f32(const global uchar *row, long e)
 
 inline float8 deq8_f16(const global uchar *row, long e)
 {
-    float v[8];
-    for (int i = 0; i < 8; i++)
-        v[i] = h2f(ld_u16(row + 2 * (e + i)));
-    return vload8(0, v);
+    return h2f8(vload8(0, (const global ushort *)row + e));
 }
 
 inline float8 deq8_bf16(const global uchar *row, long e)
 {
-    float v[8];
-    for (int i = 0; i < 8; i++)
-        v[i] = bf2f(ld_u16(row + 2 * (e + i)));
-    return vload8(0, v);
+    return as_float8(convert_uint8(vload8(0, (const global ushort *)row + e)) << 16);
 }
 
 inline float8 deq8_i32(const global uchar *row, long e)

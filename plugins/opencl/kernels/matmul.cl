@@ -10,6 +10,10 @@
  *   and per group of MV_M columns; its work-items stride over K in chunks of
  *   eight and the partial sums meet in a work-group tree reduction.  Any K
  *   (plain dtypes may leave a tail that is not a multiple of eight).
+ * mvr_<t>: the single-token path for CPU devices (PoCL): one work-item per
+ *   output row and group of MV_M columns, no local memory and no barriers,
+ *   which a CPU runtime turns into a plain loop (work-group reductions cost
+ *   it far more than they save).
  * mm_<t>: the batch path.  A 16x16 work-group computes a 64x64 tile of y,
  *   each work-item a 4x4 sub-tile (strided, so local reads do not conflict);
  *   K advances 32 at a time through two local tiles that the work-items fill
@@ -64,6 +68,40 @@
         barrier(CLK_LOCAL_MEM_FENCE);                                                         \
         for (int m = lid; m < mc; m += ls)                                                    \
             *(global float *)ELEM_AT(y, n, m0 + m, i2, i3) = red[m * ls];                     \
+    }                                                                                         \
+                                                                                              \
+    kernel void mvr_##name(CTENSOR_ARGS(w), CTENSOR_ARGS(x), TENSOR_ARGS(y))                  \
+    {                                                                                         \
+        const long n = (long)get_global_id(0), b = (long)get_global_id(1);                   \
+        const long m0 = (long)get_global_id(2) * MV_M;                                        \
+        if (n >= w_ne.y)                                                                      \
+            return;                                                                           \
+        const long K = w_ne.x, M = x_ne.y;                                                    \
+        const long i2 = b % x_ne.z, i3 = b / x_ne.z;                                          \
+        const global uchar *wrow = ROW_AT(w, n, i2 / (x_ne.z / w_ne.z), i3 / (x_ne.w / w_ne.w)); \
+        const global uchar *xb = ROW_AT(x, m0, i2, i3);                                       \
+        const int mc = (int)min((long)MV_M, M - m0);                                          \
+        float acc[MV_M];                                                                      \
+        for (int m = 0; m < MV_M; m++)                                                        \
+            acc[m] = 0.0f;                                                                    \
+        const long k8 = K & ~7L;                                                              \
+        for (long e = 0; e < k8; e += 8) {                                                    \
+            const float8 wv = DEQ(wrow, e);                                                   \
+            for (int m = 0; m < mc; m++) {                                                    \
+                const float8 xv = vload8(0, (const global float *)(xb + (ulong)m * x_nb.y) + e); \
+                acc[m] += dot(wv.lo, xv.lo) + dot(wv.hi, xv.hi);                              \
+            }                                                                                 \
+        }                                                                                     \
+        if (PLAIN_T >= 0) {                                                                   \
+            const uint ts = type_size(PLAIN_T);                                               \
+            for (long e = k8; e < K; e++) {                                                   \
+                const float wv = ld_plain(wrow + (ulong)e * ts, PLAIN_T);                     \
+                for (int m = 0; m < mc; m++)                                                  \
+                    acc[m] += wv * ((const global float *)(xb + (ulong)m * x_nb.y))[e];       \
+            }                                                                                 \
+        }                                                                                     \
+        for (int m = 0; m < mc; m++)                                                          \
+            *(global float *)ELEM_AT(y, n, m0 + m, i2, i3) = acc[m];                          \
     }                                                                                         \
                                                                                               \
     kernel __attribute__((reqd_work_group_size(16, 16, 1))) void mm_##name(                  \
