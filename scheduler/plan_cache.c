@@ -108,6 +108,29 @@ static void sig_string(sig *s, const char *str)
     sig_word(s, w ^ k << 56);
 }
 
+/* One tensor's dtype, role, view root and shape class. */
+static void sig_tensor(sig *s, const sy_tensor *t, bool output)
+{
+    uint64_t meta = (uint64_t)t->dtype | (uint64_t)t->role << 4 | (uint64_t)output << 7 |
+                    (uint64_t)(t->view_src ? t->view_src->id + 1 : 0) << 32;
+    if (t->role == SY_ROLE_WEIGHT) {
+        sig_word(s, meta);
+        sig_word(s, (uint64_t)t->ne[0] | (uint64_t)t->ne[1] << 32);
+        sig_word(s, (uint64_t)t->ne[2] | (uint64_t)t->ne[3] << 32);
+        return;
+    }
+    sig_word(s, meta | ceil_log2(t->ne[0]) << 8 | ceil_log2(t->ne[1]) << 14 |
+                    ceil_log2(t->ne[2]) << 20 | ceil_log2(t->ne[3]) << 26);
+}
+
+static bool is_leaf_role(uint32_t role)
+{
+    return role == SY_ROLE_WEIGHT || role == SY_ROLE_INPUT || role == SY_ROLE_KV;
+}
+
+/* Walks the nodes only: every tensor a plan can depend on is a node's
+ * output (described there) or a leaf some node reads (described where it
+ * is read), and the walk stays on memory the nodes already point at. */
 void sy__plan_signature(const sy_graph *g, const sy__plan_request *req, uint64_t salt,
                         uint64_t out_key[2])
 {
@@ -115,28 +138,19 @@ void sy__plan_signature(const sy_graph *g, const sy__plan_request *req, uint64_t
                       0x3c6ef372fe94f82bull, 0xa54ff53a5f1d36f1ull}};
     uint32_t nt = sy_graph_tensor_count(g), nn = sy_graph_node_count(g);
     sig_word(&s, (uint64_t)nt << 32 | nn);
-    for (uint32_t i = 0; i < nt; i++) {
-        const sy_tensor *t = sy_graph_tensor(g, i);
-        uint64_t meta = (uint64_t)t->dtype | (uint64_t)t->role << 4 |
-                        (uint64_t)sy_graph_is_output(g, t) << 7 |
-                        (uint64_t)(t->view_src ? t->view_src->id + 1 : 0) << 32;
-        if (t->role == SY_ROLE_WEIGHT) {
-            sig_word(&s, meta);
-            sig_word(&s, (uint64_t)t->ne[0] | (uint64_t)t->ne[1] << 32);
-            sig_word(&s, (uint64_t)t->ne[2] | (uint64_t)t->ne[3] << 32);
-        } else {
-            sig_word(&s, meta | ceil_log2(t->ne[0]) << 8 | ceil_log2(t->ne[1]) << 14 |
-                             ceil_log2(t->ne[2]) << 20 | ceil_log2(t->ne[3]) << 26);
-        }
-    }
     for (uint32_t i = 0; i < nn; i++) {
         const sy_node *n = sy_graph_node(g, i);
         uint64_t in[SY_MAX_INPUTS] = {0};
-        for (uint32_t k = 0; k < n->n_inputs && k < SY_MAX_INPUTS; k++)
-            in[k] = n->inputs[k]->id + 1u;
+        for (uint32_t k = 0; k < n->n_inputs && k < SY_MAX_INPUTS; k++) {
+            const sy_tensor *t = n->inputs[k];
+            in[k] = t->id + 1u;
+            if (is_leaf_role(t->role))
+                sig_tensor(&s, t, false);
+        }
         sig_word(&s, (uint64_t)n->op | (uint64_t)n->n_inputs << 8 | (uint64_t)n->output->id << 16 |
                          in[0] << 40);
         sig_word(&s, in[1] | in[2] << 24 | in[3] << 48);
+        sig_tensor(&s, n->output, sy_graph_is_output(g, n->output));
         sig_params(&s, n);
         if (req->n_pins)
             sig_string(&s, n->name);
