@@ -23,4 +23,8 @@ int sy_cli_eval(int argc, char **argv);
 /* Creates a runtime with the CLI's defaults, printing the error on failure. */
 sy_runtime *sy_cli_runtime(void);
 
+/* Like sy_cli_runtime(), loading only the plugins that provide |devices|
+ * (a comma list of device names such as "cpu,opencl:0"; NULL: all). */
+sy_runtime *sy_cli_runtime_for(const char *devices);
+
 #endif

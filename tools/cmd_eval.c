@@ -89,7 +89,7 @@ int sy_cli_eval(int argc, char **argv)
         return 2;
     }
     so.device = device;
-    sy_runtime *rt = sy_cli_runtime();
+    sy_runtime *rt = sy_cli_runtime_for(device);
     int rc = 1;
     sy_model *m = NULL;
     sy_session *s = NULL;

@@ -90,7 +90,7 @@ int sy_cli_perplexity(int argc, char **argv)
         fprintf(stderr, "switchyard perplexity: cannot read '%s'\n", file);
         return 1;
     }
-    sy_runtime *rt = sy_cli_runtime();
+    sy_runtime *rt = sy_cli_runtime_for(device);
     int rc = 1;
     sy_model *m = NULL;
     sy_session *s = NULL;

@@ -126,7 +126,7 @@ int sy_cli_run(int argc, char **argv)
     if (!prompt)
         prompt = chat ? "Explain in two sentences why the sky is blue." : "The capital of France is";
 
-    sy_runtime *rt = sy_cli_runtime();
+    sy_runtime *rt = sy_cli_runtime_for(device);
     if (!rt)
         return 1;
     int rc = 1;

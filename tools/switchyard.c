@@ -26,8 +26,34 @@ static void usage(FILE *f)
 
 sy_runtime *sy_cli_runtime(void)
 {
+    return sy_cli_runtime_for(NULL);
+}
+
+sy_runtime *sy_cli_runtime_for(const char *devices)
+{
+    /* "cpu,opencl:0" -> plugins "cpu,opencl": a device is named after its
+     * plugin, with ":N" when the plugin has several. */
+    char plugins[512] = "";
+    size_t used = 0;
+    for (const char *p = devices; p && *p && used + 1 < sizeof plugins;) {
+        size_t n = strcspn(p, ",");
+        size_t name = strcspn(p, ",:");
+        if (name > n)
+            name = n;
+        int w = snprintf(plugins + used, sizeof plugins - used, "%s%.*s", used ? "," : "",
+                         (int)name, p);
+        if (w < 0 || (size_t)w >= sizeof plugins - used)
+            break;
+        used += (size_t)w;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    sy_runtime_options opts;
+    sy_runtime_options_init(&opts);
+    opts.plugins = used ? plugins : NULL;
     sy_runtime *rt = NULL;
-    sy_status st = sy_runtime_create(NULL, &rt);
+    sy_status st = sy_runtime_create(&opts, &rt);
     if (st != SY_OK) {
         fprintf(stderr, "switchyard: cannot create runtime: %s\n", sy_status_str(st));
         return NULL;

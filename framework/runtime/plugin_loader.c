@@ -170,6 +170,22 @@ static sy_status loader_describe_devices(sy_runtime *rt, sy__plugin *p, uint32_t
     return SY_OK;
 }
 
+/* True when the allow-list (if any) names |name|, |len| bytes. */
+static bool loader_allowed(const sy_runtime *rt, const char *name, size_t len)
+{
+    if (!rt->plugin_allow)
+        return true;
+    for (const char *p = rt->plugin_allow; *p;) {
+        size_t n = strcspn(p, ",");
+        if (n == len && strncmp(p, name, len) == 0)
+            return true;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return false;
+}
+
 /* Checks the table |table| that the file |path| returned and, when it is
  * usable, initialises the plugin and registers it and its devices; takes
  * ownership of |handle| either way.  Returns SY_OK (loaded or refused) or
@@ -202,6 +218,12 @@ static sy_status loader_admit(sy_runtime *rt, const char *path, void *handle,
     memcpy(&p->desc, table, n);
     if (!p->desc.name || !p->desc.name[0]) {
         st = loader_refuse(rt, path, SY_E_PLUGIN_ABI, "the descriptor's name is NULL or empty");
+        goto out_free_plugin;
+    }
+    if (!loader_allowed(rt, p->desc.name, strlen(p->desc.name))) {
+        sy_runtime_log(rt, SY_LOG_DEBUG, "%s: plugin '%s' not in the plugin list, not loaded",
+                       path, p->desc.name);
+        st = SY_OK;
         goto out_free_plugin;
     }
     const char *missing = loader_missing_function(&p->desc);
@@ -279,6 +301,16 @@ out_close:
 /* Opens the plugin file |path| (a realpath) and admits or refuses it. */
 static sy_status loader_open(sy_runtime *rt, const char *path)
 {
+    /* Files that follow the sy-NAME.so convention are skipped unopened
+     * when the allow-list leaves NAME out; others are checked by the name
+     * their table gives, after opening. */
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t blen = strlen(base);
+    if (strncmp(base, "sy-", 3) == 0 && blen > 6 && strcmp(base + blen - 3, ".so") == 0 &&
+        !loader_allowed(rt, base + 3, blen - 6)) {
+        sy_runtime_log(rt, SY_LOG_DEBUG, "%s: not in the plugin list, not loaded", path);
+        return SY_OK;
+    }
     dlerror();
     /* RTLD_NOW: an unresolved symbol refuses the plugin here instead of
      * killing the process at the first call.  RTLD_LOCAL: plugins cannot

@@ -261,6 +261,14 @@ sy_status sy_runtime_create(const sy_runtime_options *opts, sy_runtime **out_rt)
     rt->log_level = o.log_level;
     rt->no_default_paths = o.no_default_paths;
     runtime_read_log_env(rt);
+    const char *allow = o.plugins ? o.plugins : getenv("SWITCHYARD_PLUGINS");
+    if (allow && *allow) {
+        rt->plugin_allow = strdup(allow);
+        if (!rt->plugin_allow) {
+            st = SY_E_NO_MEMORY;
+            goto out_destroy;
+        }
+    }
     const char *path = o.plugin_path ? o.plugin_path : getenv("SWITCHYARD_PLUGIN_PATH");
     if (path) {
         rt->plugin_path = strdup(path);
@@ -286,6 +294,7 @@ void sy_runtime_destroy(sy_runtime *rt)
         return;
     sy__loader_unload_all(rt);
     free(rt->plugin_path);
+    free(rt->plugin_allow);
     free(rt);
 }
 

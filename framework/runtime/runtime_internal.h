@@ -51,6 +51,7 @@ struct sy_runtime {
     sy_log_level log_level; /* threshold of the stderr logger */
     char *plugin_path;      /* from the options or $SWITCHYARD_PLUGIN_PATH, or NULL */
     bool no_default_paths;
+    char *plugin_allow;     /* comma list of plugin names to load, or NULL: all */
 
     sy__plugin **plugins;
     uint32_t plugin_count, plugin_cap;

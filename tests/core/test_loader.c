@@ -436,3 +436,26 @@ Test(loader, finds_devices_by_name)
     sy_runtime_destroy(rt);
     check_leaks();
 }
+
+Test(loader, loads_only_the_plugins_the_allow_list_names)
+{
+    sy_runtime_options o;
+    sy_runtime_options_init(&o);
+    o.plugin_path = PLUGIN("testdev.so") ":" PLUGIN("future_minor.so") ":" SY_TEST_PLUGIN_BUILD_DIR "/cpu";
+    o.no_default_paths = true;
+    o.plugins = "testdev,cpu";
+    sy_runtime *rt = NULL;
+    cr_assert_eq(sy_runtime_create(&o, &rt), SY_OK);
+    cr_assert_eq(sy_runtime_plugin_count(rt), 2, "testdev and cpu, not future_minor");
+    uint32_t idx;
+    cr_assert_eq(sy_runtime_find_device(rt, "cpu", &idx), SY_OK);
+    cr_assert_eq(sy_runtime_refusal_count(rt), 0, "skipped plugins are not refusals");
+    sy_runtime_destroy(rt);
+
+    o.plugins = "testdev";
+    cr_assert_eq(sy_runtime_create(&o, &rt), SY_OK);
+    cr_assert_eq(sy_runtime_plugin_count(rt), 1);
+    cr_assert_eq(sy_runtime_find_device(rt, "cpu", &idx), SY_E_NOT_FOUND,
+                 "sy-cpu.so must not even be opened");
+    sy_runtime_destroy(rt);
+}

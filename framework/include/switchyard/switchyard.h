@@ -125,6 +125,10 @@ typedef struct sy_runtime_options {
     sy_log_fn log_fn;          /* NULL: messages at or above log_level go to stderr */
     void *log_user;
     sy_log_level log_level;    /* default SY_LOG_WARN; $SWITCHYARD_LOG overrides */
+    /* Comma list of plugin names to load ("cpu,npusim"); NULL: every plugin
+     * found, or $SWITCHYARD_PLUGINS.  Files named sy-NAME.so outside the
+     * list are not even opened, so an unused GPU stack costs no memory. */
+    const char *plugins;
 } sy_runtime_options;
 
 /* Fills |opts| with defaults. */
