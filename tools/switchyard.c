@@ -8,6 +8,8 @@
 static const sy_cli_command commands[] = {
     {"devices", "list plugins, devices, refused plugins and the CPU topology", sy_cli_devices},
     {"run", "generate text from a prompt with a GGUF model, streaming tokens", sy_cli_run},
+    {"plan", "plan a model's prefill or decode step across devices and explain it", sy_cli_plan},
+    {"plugin-check", "run the conformance suite against a plugin", sy_cli_plugin_check},
     {"perplexity", "perplexity of a model on a text file, in chunks of --ctx tokens", sy_cli_perplexity},
     {"eval", "write the logits of every position of a token sequence (for oracles)", sy_cli_eval},
     {"synth", "write a random-weight GGUF model of any llama/qwen2/gemma3 shape", sy_cli_synth},

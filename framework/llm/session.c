@@ -256,6 +256,9 @@ sy_status sy_session_generate(sy_session *s, const int32_t *prompt, uint32_t n_p
                                 "raise --ctx or truncate the prompt",
                                 n_prompt, s->n_ctx, s->n_past);
         uint32_t keep = s->n_ctx - s->n_past - 1;
+        sy_runtime_log(s->m->rt, SY_LOG_WARN,
+                       "prompt of %u tokens truncated to its last %u to fit the context of %u",
+                       n_prompt, keep, s->n_ctx);
         prompt += n_prompt - keep;
         n_prompt = keep;
     }
