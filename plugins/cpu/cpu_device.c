@@ -1,8 +1,12 @@
 /* The CPU device: plugin state, topology (hwloc), description and the
  * self-test.  Environment variables are read once, here, at init:
  *   SWITCHYARD_THREADS   lanes of the thread pool (default: physical cores)
- *   SWITCHYARD_CPU_ISA   inner-kernel table: auto (default), scalar, avx2
- *   SWITCHYARD_CPU_PIN   0: leave worker threads unpinned (default: pinned) */
+ *   SWITCHYARD_CPU_ISA   inner-kernel table: auto (default), scalar, avx2,
+ *                        avxvnni, avx512
+ *   SWITCHYARD_CPU_PIN   0: leave worker threads unpinned (default: pinned)
+ *   SWITCHYARD_CPU_ACTIVATIONS  q8 (default): quantized matmuls quantize
+ *                        their activations to 8 bits, as llama.cpp does;
+ *                        f32: they keep them in F32 (exact, slower) */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -189,6 +193,11 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
         cpu_log(s, SY_LOG_WARN, "SWITCHYARD_CPU_ISA='%s' is %s here; using the %s kernels",
                 isa_request, st == SY_E_UNSUPPORTED ? "not available" : "unknown", s->isa->name);
 
+    const char *act = getenv("SWITCHYARD_CPU_ACTIVATIONS");
+    s->f32_activations = act && strcmp(act, "f32") == 0;
+    if (act && *act && !s->f32_activations && strcmp(act, "q8") != 0)
+        cpu_log(s, SY_LOG_WARN, "ignoring SWITCHYARD_CPU_ACTIVATIONS='%s' (want q8 or f32)", act);
+
     s->n_threads = cpu_thread_count(s);
     s->lanes = host->alloc(host->ctx, sizeof(cpu_lane) * s->n_threads, CPU_ALIGN);
     if (!s->lanes) {
@@ -209,8 +218,8 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
     d->struct_size = sizeof *d;
     d->kind = SY_DEVICE_CPU;
     snprintf(d->name, sizeof d->name, "cpu");
-    snprintf(d->driver, sizeof d->driver, "switchyard-cpu %s (%s kernels, %u threads)",
-             CPU_PLUGIN_VERSION, s->isa->name, s->n_threads);
+    snprintf(d->driver, sizeof d->driver, "switchyard-cpu %s (%s kernels, %s acts, %u threads)",
+             CPU_PLUGIN_VERSION, s->isa->name, s->f32_activations ? "f32" : "q8", s->n_threads);
     d->memory_bytes = cpu_physical_memory();
     d->unified_memory = 1;
     if (s->topo) {
@@ -343,15 +352,37 @@ static sy_status cpu_selftest_matmul(cpu_state *s, sy_dtype wtype, char *out_msg
                  sy_dtype_name(wtype), (int)st);
         goto out_free;
     }
-    for (int i = 0; i < N * M; i++) {
-        const float tol = 1e-4f * (float)K;
-        if (!(fabsf(got[i] - want[i]) <= tol)) {
-            snprintf(out_msg, msg_size,
-                     "matmul %s (%s kernels, %u threads): out[%d] = %g, reference %g",
-                     sy_dtype_name(wtype), s->isa->name, s->n_threads, i, (double)got[i],
-                     (double)want[i]);
-            st = SY_E_DEVICE;
+    /* Quantized weights meet Q8 activations: each x[k] moves by at most
+     * half its block's step d = max|x| / 127, so out[n, m] may move by
+     * sum_k |w[k, n]| * d / 2; F32 rounding adds a little on top. */
+    float wrow[K];
+    for (int n = 0; n < N; n++) {
+        st = sy__dequantize_row(wtype, (char *)w + (size_t)n * w_bytes / N, wrow, K);
+        if (st != SY_OK)
             goto out_free;
+        for (int m = 0; m < M; m++) {
+            const float *xc = x + (size_t)m * K;
+            double bound = 0.0, mag = 0.0;
+            for (int b = 0; b < K; b += 32) {
+                float amax = 0.0f;
+                for (int j = 0; j < 32; j++)
+                    amax = fmaxf(amax, fabsf(xc[b + j]));
+                for (int j = 0; j < 32; j++) {
+                    if (sy_dtype_is_quantized(wtype))
+                        bound += fabs(wrow[b + j]) * amax / 127.0 * 0.5001;
+                    mag += fabs(wrow[b + j] * xc[b + j]);
+                }
+            }
+            const int i = m * N + n;
+            const double tol = bound + 1e-5 * mag + 1e-6;
+            if (!(fabs((double)got[i] - (double)want[i]) <= tol)) {
+                snprintf(out_msg, msg_size,
+                         "matmul %s (%s kernels, %u threads): out[%d] = %g, reference %g",
+                         sy_dtype_name(wtype), s->isa->name, s->n_threads, i, (double)got[i],
+                         (double)want[i]);
+                st = SY_E_DEVICE;
+                goto out_free;
+            }
         }
     }
     st = SY_OK;

@@ -47,6 +47,9 @@ typedef struct cpu_state {
     uint32_t n_threads;
     cpu_isa_features features;
     const cpu_isa_table *isa;
+    /* Quantized matmuls keep F32 activations (SWITCHYARD_CPU_ACTIVATIONS=f32)
+     * instead of quantizing them to Q8. */
+    bool f32_activations;
     cpu_lane *lanes;    /* n_threads entries */
     void *shared;       /* scratch read by every lane (converted inputs) */
     size_t shared_size;

@@ -21,6 +21,10 @@ void cpu_isa_detect(cpu_isa_features *out)
     out->avx512bw = __builtin_cpu_supports("avx512bw");
     out->avx512vl = __builtin_cpu_supports("avx512vl");
     out->avx512vnni = __builtin_cpu_supports("avx512vnni");
+    /* AVX-VNNI: CPUID leaf 7, sub-leaf 1, EAX bit 4 (it uses the AVX
+     * state the avx check above already covers). */
+    unsigned a7, b7, c7, d7;
+    out->avxvnni = out->avx && __get_cpuid_count(7, 1, &a7, &b7, &c7, &d7) && (a7 & (1u << 4));
 #if defined(__clang__)
     /* clang's __builtin_cpu_supports does not know "f16c": CPUID leaf 1,
      * ECX bit 29. */
@@ -47,6 +51,7 @@ void cpu_isa_format(const cpu_isa_features *f, char *out_text, size_t size)
         {offsetof(cpu_isa_features, avx512bw), "avx512bw"},
         {offsetof(cpu_isa_features, avx512vl), "avx512vl"},
         {offsetof(cpu_isa_features, avx512vnni), "avx512vnni"},
+        {offsetof(cpu_isa_features, avxvnni), "avxvnni"},
     };
     if (size == 0)
         return;
@@ -70,21 +75,49 @@ static bool cpu_isa_can_run_avx2(const cpu_isa_features *f)
     return f->avx2 && f->fma && f->f16c && cpu_isa_avx2_table() != NULL;
 }
 
+static bool cpu_isa_can_run_avxvnni(const cpu_isa_features *f)
+{
+    return cpu_isa_can_run_avx2(f) && f->avxvnni && cpu_isa_avxvnni_table() != NULL;
+}
+
+static bool cpu_isa_can_run_avx512(const cpu_isa_features *f)
+{
+    return cpu_isa_can_run_avx2(f) && f->avx512f && f->avx512bw && f->avx512vl &&
+           f->avx512vnni && cpu_isa_avx512_table() != NULL;
+}
+
 sy_status cpu_isa_select(const cpu_isa_features *f, const char *request,
                          const cpu_isa_table **out_table)
 {
+    static const struct {
+        const char *name;
+        bool (*can_run)(const cpu_isa_features *f);
+        const cpu_isa_table *(*table)(void);
+    } levels[] = {
+        /* Best first: auto takes the first one the CPU runs. */
+        {"avx512", cpu_isa_can_run_avx512, cpu_isa_avx512_table},
+        {"avxvnni", cpu_isa_can_run_avxvnni, cpu_isa_avxvnni_table},
+        {"avx2", cpu_isa_can_run_avx2, cpu_isa_avx2_table},
+    };
+    const size_t n_levels = sizeof levels / sizeof levels[0];
     *out_table = cpu_isa_scalar_table();
     if (!request || !*request || strcmp(request, "auto") == 0) {
-        if (cpu_isa_can_run_avx2(f))
-            *out_table = cpu_isa_avx2_table();
+        for (size_t i = 0; i < n_levels; i++) {
+            if (levels[i].can_run(f)) {
+                *out_table = levels[i].table();
+                break;
+            }
+        }
         return SY_OK;
     }
     if (strcmp(request, "scalar") == 0)
         return SY_OK;
-    if (strcmp(request, "avx2") == 0) {
-        if (!cpu_isa_can_run_avx2(f))
+    for (size_t i = 0; i < n_levels; i++) {
+        if (strcmp(request, levels[i].name) != 0)
+            continue;
+        if (!levels[i].can_run(f))
             return SY_E_UNSUPPORTED;
-        *out_table = cpu_isa_avx2_table();
+        *out_table = levels[i].table();
         return SY_OK;
     }
     return SY_E_INVALID_ARG;

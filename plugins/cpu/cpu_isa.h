@@ -1,10 +1,15 @@
 /* Runtime ISA dispatch of the CPU plugin's inner kernels.
  *
  * The outer kernels (cpu_kernels_*.c) are plain C; everything that touches
- * vector registers goes through a cpu_isa_table chosen once at init: the
- * scalar table always exists, the AVX2 table (cpu_kernels_avx2.c, compiled
- * with target("avx2,fma,f16c")) is used when the CPU has those features.
- * $SWITCHYARD_CPU_ISA=scalar forces the scalar table for testing. */
+ * vector registers goes through a cpu_isa_table chosen once at init.  The
+ * scalar table always exists; on x86 there are three more, each used when
+ * the CPU has its features (every function carries its own target
+ * attribute, so the plugin builds with the project's default flags):
+ *   avx2     AVX2 + FMA + F16C (cpu_kernels_avx2.c, cpu_kernels_qdot_avx2.c)
+ *   avxvnni  avx2 with the VEX vpdpbusd in the quantized dot products
+ *   avx512   avx2 with AVX-512 F/BW/VL/VNNI in the quantized dot products
+ * $SWITCHYARD_CPU_ISA names a table (scalar, avx2, avxvnni, avx512) to
+ * force a lower level for testing; auto (the default) takes the best. */
 #ifndef SY_CPU_ISA_H
 #define SY_CPU_ISA_H
 
@@ -18,8 +23,50 @@
  * at |src| to F32 at |dst|. */
 typedef void (*cpu_dequant_fn)(const void *src, float *dst, int64_t n);
 
+/* Q8 columns: the quantized matmul quantizes each activation column of K
+ * elements (K a multiple of 32) once, into
+ *   int8_t qs[K]      round(x / d) per 32-element block, in [-127, 127]
+ *   float  d[K / 32]  block scale: max |x| / 127 (0 for an all-zero block)
+ *   float  ds[K / 32] d * the sum of the block's qs
+ * padded to 64 bytes; the integer dot products read weight blocks against
+ * them (ds serves formats with a min or an offset: Q4_0/Q5_0 centre their
+ * quants, Q4_1/Q5_1/Q4_K/Q5_K subtract a min). */
+#define CPU_Q8_BLOCK 32
+/* Columns one qdot call handles; a prefill reuses each unpacked weight
+ * block for this many columns. */
+#define CPU_QDOT_MAX_COLS 4
+
+/* Bytes of one Q8 column of |k| elements. */
+static inline size_t cpu_q8_col_bytes(int64_t k)
+{
+    return ((size_t)k + 2 * sizeof(float) * (size_t)(k / CPU_Q8_BLOCK) + 63) & ~(size_t)63;
+}
+
+/* The scales d and d * sum of the Q8 column at |col| of |k| elements. */
+static inline const float *cpu_q8_d(const void *col, int64_t k)
+{
+    return (const float *)((const int8_t *)col + k);
+}
+
+static inline const float *cpu_q8_ds(const void *col, int64_t k)
+{
+    return cpu_q8_d(col, k) + k / CPU_Q8_BLOCK;
+}
+
+/* Quantizes |k| floats (a multiple of 32) into the Q8 column at |out|. */
+typedef void (*cpu_quantize_q8_fn)(const float *x, void *out, int64_t k);
+
+/* out[c] = sum_i w[i] * x_c[i] over |k| elements for the |nc| (1 ..
+ * CPU_QDOT_MAX_COLS) Q8 columns x_c at x + c * x_stride, where w is one
+ * dense weight row of the table slot's dtype. */
+typedef void (*cpu_qdot_fn)(const void *w, const void *x, size_t x_stride, int nc, int64_t k,
+                            float *out);
+
+/* Returns sum w[i] * x[i] for one dense weight row of a float dtype. */
+typedef float (*cpu_fdot_fn)(const void *w, const float *x, int64_t n);
+
 typedef struct cpu_isa_table {
-    const char *name; /* "scalar", "avx2" */
+    const char *name; /* "scalar", "avx2", "avxvnni", "avx512" */
     /* Returns sum a[i] * b[i]. */
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     /* Returns sum f16(a[i]) * b[i]. */
@@ -39,6 +86,11 @@ typedef struct cpu_isa_table {
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
     /* Row dequantizers for every dtype (F32 copies, I32 converts by value). */
     cpu_dequant_fn dequant[SY_DTYPE_COUNT];
+    /* Matmul inner products: F32, F16, BF16 and I32 weights dot F32
+     * activations (fdot); every quantized dtype dots Q8 columns (qdot). */
+    cpu_fdot_fn fdot[SY_DTYPE_COUNT];
+    cpu_quantize_q8_fn quantize_q8;
+    cpu_qdot_fn qdot[SY_DTYPE_COUNT];
 } cpu_isa_table;
 
 typedef struct cpu_isa_features {
@@ -51,6 +103,7 @@ typedef struct cpu_isa_features {
     bool avx512bw;
     bool avx512vl;
     bool avx512vnni;
+    bool avxvnni;
 } cpu_isa_features;
 
 /* Fills |out| with the features of the CPU running the caller. */
@@ -60,7 +113,7 @@ void cpu_isa_detect(cpu_isa_features *out);
 void cpu_isa_format(const cpu_isa_features *f, char *out_text, size_t size);
 
 /* Picks the inner-kernel table for |request| (NULL, "" or "auto": the best
- * table |f| allows; "scalar"; "avx2").  A table the CPU cannot run or an
+ * table |f| allows; "scalar", "avx2", "avxvnni", "avx512").  A table the CPU cannot run or an
  * unknown name gives SY_E_UNSUPPORTED / SY_E_INVALID_ARG and the scalar
  * table in *out_table, so the caller can warn and go on. */
 sy_status cpu_isa_select(const cpu_isa_features *f, const char *request,
@@ -70,5 +123,7 @@ sy_status cpu_isa_select(const cpu_isa_features *f, const char *request,
 const cpu_isa_table *cpu_isa_scalar_table(void);
 /* NULL when the plugin was built for a CPU family without AVX2. */
 const cpu_isa_table *cpu_isa_avx2_table(void);
+const cpu_isa_table *cpu_isa_avxvnni_table(void);
+const cpu_isa_table *cpu_isa_avx512_table(void);
 
 #endif

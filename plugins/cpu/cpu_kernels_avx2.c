@@ -1,8 +1,10 @@
-/* AVX2 + FMA + F16C inner kernels.  Every function carries its own target
+/* AVX2 + FMA + F16C inner kernels and the three x86 tables built on them
+ * (avx2, avxvnni, avx512: they differ only in the quantized-matmul kernels
+ * of cpu_kernels_qdot_*.c).  Every function carries its own target
  * attribute, so this file builds with the project's default flags and runs
  * only where cpu_isa_select() found the features.  Dequantizers multiply
  * and add in the same order as the scalar ones (no fused multiply-add), so
- * both tables give the same weights bit for bit. */
+ * every table gives the same weights bit for bit. */
 #include "cpu_isa.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -11,6 +13,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cpu_qdot.h"
 #include "quants_internal.h"
 
 #define CPU_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -394,31 +397,94 @@ CPU_AVX2 static void cpu_avx2_dequant_q5_1(const void *src, float *dst, int64_t 
     }
 }
 
+CPU_AVX2 static float cpu_avx2_fdot_f32(const void *w, const float *x, int64_t n)
+{
+    return cpu_avx2_dot_f32(w, x, n);
+}
+
+CPU_AVX2 static float cpu_avx2_fdot_f16(const void *w, const float *x, int64_t n)
+{
+    return cpu_avx2_dot_f16(w, x, n);
+}
+
+CPU_AVX2 static float cpu_avx2_fdot_bf16(const void *w, const float *x, int64_t n)
+{
+    const uint16_t *a = w;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256i lo = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(a + i)));
+        __m256i hi = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(a + i + 8)));
+        acc0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(lo, 16)),
+                               _mm256_loadu_ps(x + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(hi, 16)),
+                               _mm256_loadu_ps(x + i + 8), acc1);
+    }
+    float sum = cpu_avx2_hsum(_mm256_add_ps(acc0, acc1));
+    for (; i < n; i++)
+        sum += sy__bf16_to_f32(a[i]) * x[i];
+    return sum;
+}
+
+CPU_AVX2 static float cpu_avx2_fdot_i32(const void *w, const float *x, int64_t n)
+{
+    const int32_t *a = w;
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(a + i))),
+                              _mm256_loadu_ps(x + i), acc);
+    float sum = cpu_avx2_hsum(acc);
+    for (; i < n; i++)
+        sum += (float)a[i] * x[i];
+    return sum;
+}
+
+/* The entries every x86 table shares; the tables differ in the kernels
+ * of the quantized matmul. */
+#define CPU_AVX2_COMMON_ENTRIES                              \
+    .dot_f32 = cpu_avx2_dot_f32, .dot_f16 = cpu_avx2_dot_f16, \
+    .axpy_f32 = cpu_avx2_axpy_f32, .axpy_f16 = cpu_avx2_axpy_f16, \
+    .add_f32 = cpu_avx2_add_f32, .mul_f32 = cpu_avx2_mul_f32, \
+    .scale_f32 = cpu_avx2_scale_f32, .f32_to_f16 = cpu_avx2_f32_to_f16, \
+    .dequant =                                              \
+        {                                                   \
+            [SY_DTYPE_F32] = cpu_avx2_dequant_f32,          \
+            [SY_DTYPE_F16] = cpu_avx2_dequant_f16,          \
+            [SY_DTYPE_BF16] = cpu_avx2_dequant_bf16,        \
+            [SY_DTYPE_I32] = cpu_avx2_dequant_i32,          \
+            [SY_DTYPE_Q8_0] = cpu_avx2_dequant_q8_0,        \
+            [SY_DTYPE_Q4_0] = cpu_avx2_dequant_q4_0,        \
+            [SY_DTYPE_Q4_1] = cpu_avx2_dequant_q4_1,        \
+            [SY_DTYPE_Q4_K] = cpu_avx2_dequant_q4_k,        \
+            [SY_DTYPE_Q5_K] = cpu_avx2_dequant_q5_k,        \
+            [SY_DTYPE_Q6_K] = cpu_avx2_dequant_q6_k,        \
+            [SY_DTYPE_Q5_0] = cpu_avx2_dequant_q5_0,        \
+            [SY_DTYPE_Q5_1] = cpu_avx2_dequant_q5_1,        \
+        },                                                  \
+    .fdot = {                                               \
+        [SY_DTYPE_F32] = cpu_avx2_fdot_f32,                 \
+        [SY_DTYPE_F16] = cpu_avx2_fdot_f16,                 \
+        [SY_DTYPE_BF16] = cpu_avx2_fdot_bf16,               \
+        [SY_DTYPE_I32] = cpu_avx2_fdot_i32,                 \
+    }
+
 static const cpu_isa_table cpu_avx2_table = {
     .name = "avx2",
-    .dot_f32 = cpu_avx2_dot_f32,
-    .dot_f16 = cpu_avx2_dot_f16,
-    .axpy_f32 = cpu_avx2_axpy_f32,
-    .axpy_f16 = cpu_avx2_axpy_f16,
-    .add_f32 = cpu_avx2_add_f32,
-    .mul_f32 = cpu_avx2_mul_f32,
-    .scale_f32 = cpu_avx2_scale_f32,
-    .f32_to_f16 = cpu_avx2_f32_to_f16,
-    .dequant =
-        {
-            [SY_DTYPE_F32] = cpu_avx2_dequant_f32,
-            [SY_DTYPE_F16] = cpu_avx2_dequant_f16,
-            [SY_DTYPE_BF16] = cpu_avx2_dequant_bf16,
-            [SY_DTYPE_I32] = cpu_avx2_dequant_i32,
-            [SY_DTYPE_Q8_0] = cpu_avx2_dequant_q8_0,
-            [SY_DTYPE_Q4_0] = cpu_avx2_dequant_q4_0,
-            [SY_DTYPE_Q4_1] = cpu_avx2_dequant_q4_1,
-            [SY_DTYPE_Q4_K] = cpu_avx2_dequant_q4_k,
-            [SY_DTYPE_Q5_K] = cpu_avx2_dequant_q5_k,
-            [SY_DTYPE_Q6_K] = cpu_avx2_dequant_q6_k,
-            [SY_DTYPE_Q5_0] = cpu_avx2_dequant_q5_0,
-            [SY_DTYPE_Q5_1] = cpu_avx2_dequant_q5_1,
-        },
+    CPU_AVX2_COMMON_ENTRIES,
+    CPU_QDOT_TABLE_ENTRIES(cpu_avx2),
+};
+
+static const cpu_isa_table cpu_avxvnni_table = {
+    .name = "avxvnni",
+    CPU_AVX2_COMMON_ENTRIES,
+    CPU_QDOT_TABLE_ENTRIES(cpu_avxvnni),
+};
+
+static const cpu_isa_table cpu_avx512_table = {
+    .name = "avx512",
+    CPU_AVX2_COMMON_ENTRIES,
+    CPU_QDOT_TABLE_ENTRIES(cpu_avx512),
 };
 
 const cpu_isa_table *cpu_isa_avx2_table(void)
@@ -426,9 +492,29 @@ const cpu_isa_table *cpu_isa_avx2_table(void)
     return &cpu_avx2_table;
 }
 
+const cpu_isa_table *cpu_isa_avxvnni_table(void)
+{
+    return &cpu_avxvnni_table;
+}
+
+const cpu_isa_table *cpu_isa_avx512_table(void)
+{
+    return &cpu_avx512_table;
+}
+
 #else
 
 const cpu_isa_table *cpu_isa_avx2_table(void)
+{
+    return NULL;
+}
+
+const cpu_isa_table *cpu_isa_avxvnni_table(void)
+{
+    return NULL;
+}
+
+const cpu_isa_table *cpu_isa_avx512_table(void)
 {
     return NULL;
 }

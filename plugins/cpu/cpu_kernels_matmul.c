@@ -1,92 +1,243 @@
 /* MATMUL: out[n, m] = sum_k W[k, n] * X[k, m] for every weight dtype.
  *
- * Output rows N (of every batch) are cut into blocks of a few weight rows;
- * lanes take contiguous runs of blocks.  A lane dequantizes its block of
- * weight rows once into its scratch (F32 weights are read in place) and
- * dots it against every input column, so a prefill batch of M columns
- * pays for the dequantization once.  F16 inputs are converted to F32 once,
- * in parallel, into the shared scratch before the main pass. */
+ * Quantized weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K): the
+ * columns of X are quantized once per matmul into Q8 columns (layout in
+ * cpu_isa.h) and every output is an integer dot product of a weight row
+ * with a Q8 column (isa->qdot), so weights are never expanded to F32.
+ * Float weights (F32, F16, BF16, I32) dot F32 columns in place
+ * (isa->fdot); F16 columns are converted to F32 first.  With
+ * SWITCHYARD_CPU_ACTIVATIONS=f32 quantized weights take a float path too:
+ * each row is dequantized into lane scratch and dotted with F32 columns
+ * (as exact as the reference, several times slower).
+ *
+ * Work items are tiles of (weight rows) x (columns) of one batch, claimed
+ * from an atomic counter, so a lane slowed by another process simply takes
+ * fewer.  Decode (one column): tiles are runs of whole cache lines of
+ * output rows, several per lane.  Prefill: a tile's weight rows stay in
+ * L1 while its columns stream through, and each qdot call unpacks a weight
+ * block once for CPU_QDOT_MAX_COLS columns. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
 
-/* Weight rows dequantized per block: enough to reuse each input column
- * several times, few enough that the block stays in L2. */
-#define CPU_MATMUL_MAX_BLOCK_ROWS 16
-#define CPU_MATMUL_BLOCK_BYTES (128 * 1024)
+/* Floating-point work that earns a lane: below it the dispatch and the
+ * barrier cost more than the lane saves. */
+#define CPU_MATMUL_MIN_FLOPS_PER_LANE (256 * 1024)
+/* Weight bytes a prefill tile keeps in L1 while its columns stream by. */
+#define CPU_MATMUL_TILE_WEIGHT_BYTES (24 * 1024)
+/* Columns per prefill tile: the Q8 columns of a tile stay in L2. */
+#define CPU_MATMUL_TILE_COLS 64
+/* Rows per decode tile: a multiple of one cache line of F32 output. */
+#define CPU_MATMUL_ROW_QUANTUM 16
+/* Tiles per lane a decode aims for, so that claiming balances the load. */
+#define CPU_MATMUL_TILES_PER_LANE 8
+/* Column elements below which the caller quantizes alone. */
+#define CPU_MATMUL_SERIAL_QUANTIZE 16384
 
 typedef struct cpu_matmul_ctx {
     const cpu_state *s;
-    const sy_tensor *w;
-    const sy_tensor *x; /* F32 with packed rows */
-    const sy_tensor *y;
-    const float *x_data; /* x's data, or the converted copy */
-    uint64_t x_nb[SY_MAX_DIMS];
-    int64_t block_rows;
-    int64_t blocks_per_batch;
-    int64_t n_items;
+    const sy_tensor *w, *y;
+    int64_t k, n_rows, m_cols;
+    int64_t x_ne2, r2, r3; /* batches of x; broadcast ratios of w */
+    cpu_qdot_fn qdot;      /* quantized weights: Q8 columns at xq */
+    const uint8_t *xq;
+    size_t xq_stride;
+    cpu_fdot_fn fdot;      /* float weights: F32 columns at xf */
+    cpu_dequant_fn dequant; /* F32 activations: rows expanded before fdot */
+    const float *xf;
+    uint64_t xf_nb[SY_MAX_DIMS];
+    int64_t tile_rows, tile_cols, row_tiles, col_tiles, n_items;
+    atomic_llong next_item;
 } cpu_matmul_ctx;
 
-typedef struct cpu_convert_ctx {
+/* ----------------------------------------------------- column preparation */
+
+typedef struct cpu_prepare_ctx {
     const cpu_state *s;
-    const sy_tensor *src; /* F16 rows, any strides */
-    float *dst;           /* packed F32 [K, rows] */
-} cpu_convert_ctx;
+    const sy_tensor *x; /* F32 or F16 with dense rows */
+    uint8_t *xq;        /* Q8 columns (quantize) */
+    size_t xq_stride;
+    float *xf;          /* packed F32 columns (convert) */
+} cpu_prepare_ctx;
+
+/* Quantizes flat column |r| of x into its Q8 column. */
+static void cpu_matmul_quantize_col(const cpu_prepare_ctx *c, int64_t r, float *tmp)
+{
+    const int64_t k = c->x->ne[0];
+    const void *src = cpu_row_flat(c->x, r);
+    if (c->x->dtype == SY_DTYPE_F16) {
+        c->s->isa->dequant[SY_DTYPE_F16](src, tmp, k);
+        src = tmp;
+    }
+    c->s->isa->quantize_q8(src, c->xq + (size_t)r * c->xq_stride, k);
+}
+
+static void cpu_matmul_quantize_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
+{
+    const cpu_prepare_ctx *c = arg;
+    int64_t lo, hi;
+    cpu_split(cpu_nrows(c->x), ith, nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++)
+        cpu_matmul_quantize_col(c, r, c->s->lanes[lane].scratch);
+}
 
 static void cpu_matmul_convert_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
-    const cpu_convert_ctx *c = arg;
-    const int64_t k = c->src->ne[0];
+    const cpu_prepare_ctx *c = arg;
+    const int64_t k = c->x->ne[0];
     int64_t lo, hi;
-    cpu_split(cpu_nrows(c->src), ith, nth, &lo, &hi);
+    cpu_split(cpu_nrows(c->x), ith, nth, &lo, &hi);
     for (int64_t r = lo; r < hi; r++)
-        c->s->isa->dequant[SY_DTYPE_F16](cpu_row_flat(c->src, r), c->dst + r * k, k);
+        c->s->isa->dequant[SY_DTYPE_F16](cpu_row_flat(c->x, r), c->xf + r * k, k);
+}
+
+/* Quantizes every column of x into the shared scratch: on the caller
+ * alone when that is cheaper than waking lanes. */
+static sy_status cpu_matmul_quantize(cpu_state *s, const sy_tensor *x, cpu_matmul_ctx *mc)
+{
+    const int64_t k = x->ne[0], cols = cpu_nrows(x);
+    mc->xq_stride = cpu_q8_col_bytes(k);
+    sy_status st = cpu_shared_reserve(s, (size_t)cols * mc->xq_stride);
+    if (st == SY_OK && x->dtype == SY_DTYPE_F16)
+        st = cpu_scratch_reserve(s, (size_t)k * sizeof(float));
+    if (st != SY_OK)
+        return st;
+    cpu_prepare_ctx pc = {.s = s, .x = x, .xq = s->shared, .xq_stride = mc->xq_stride};
+    mc->xq = s->shared;
+    if (cols * k <= CPU_MATMUL_SERIAL_QUANTIZE) {
+        for (int64_t r = 0; r < cols; r++)
+            cpu_matmul_quantize_col(&pc, r, s->lanes[0].scratch);
+        return SY_OK;
+    }
+    uint32_t nth = cpu_lanes_for(s, cols * k, CPU_MATMUL_SERIAL_QUANTIZE);
+    if ((int64_t)nth > cols)
+        nth = (uint32_t)cols;
+    cpu_pool_run(s->pool, cpu_matmul_quantize_task, &pc, nth);
+    return SY_OK;
+}
+
+/* Points mc at F32 columns: x itself, or a packed F32 copy of F16 x. */
+static sy_status cpu_matmul_float_cols(cpu_state *s, const sy_tensor *x, cpu_matmul_ctx *mc)
+{
+    mc->xf = x->data;
+    for (int d = 0; d < SY_MAX_DIMS; d++)
+        mc->xf_nb[d] = x->nb[d];
+    if (x->dtype != SY_DTYPE_F16)
+        return SY_OK;
+    const int64_t k = x->ne[0], cols = cpu_nrows(x);
+    sy_status st = cpu_shared_reserve(s, (size_t)(cols * k) * sizeof(float));
+    if (st != SY_OK)
+        return st;
+    cpu_prepare_ctx pc = {.s = s, .x = x, .xf = s->shared};
+    cpu_pool_run(s->pool, cpu_matmul_convert_task, &pc, cpu_lanes_for(s, cols * k, 16384));
+    mc->xf = s->shared;
+    mc->xf_nb[0] = sizeof(float);
+    mc->xf_nb[1] = (uint64_t)k * sizeof(float);
+    mc->xf_nb[2] = mc->xf_nb[1] * (uint64_t)x->ne[1];
+    mc->xf_nb[3] = mc->xf_nb[2] * (uint64_t)x->ne[2];
+    return SY_OK;
+}
+
+/* ------------------------------------------------------------------ tiles */
+
+static void cpu_matmul_tile(const cpu_matmul_ctx *c, int64_t item, float *scratch)
+{
+    const sy_tensor *w = c->w, *y = c->y;
+    const int64_t per_batch = c->row_tiles * c->col_tiles;
+    const int64_t batch = item / per_batch, rem = item % per_batch;
+    const int64_t n0 = rem / c->col_tiles * c->tile_rows;
+    const int64_t m0 = rem % c->col_tiles * c->tile_cols;
+    const int64_t n1 = n0 + c->tile_rows < c->n_rows ? n0 + c->tile_rows : c->n_rows;
+    const int64_t m1 = m0 + c->tile_cols < c->m_cols ? m0 + c->tile_cols : c->m_cols;
+    const int64_t i2 = batch % c->x_ne2, i3 = batch / c->x_ne2;
+    const int64_t w2 = i2 / c->r2, w3 = i3 / c->r3;
+    const uint64_t w_nb1 = w->nb[1];
+    const char *w_base = cpu_row(w, 0, w2, w3);
+
+    if (c->qdot) {
+        /* Flat column index of (m, i2, i3) is m + m_cols * batch. */
+        const uint8_t *xb = c->xq + (size_t)(c->m_cols * batch) * c->xq_stride;
+        for (int64_t m = m0; m < m1; m += CPU_QDOT_MAX_COLS) {
+            const int nc = m1 - m < CPU_QDOT_MAX_COLS ? (int)(m1 - m) : CPU_QDOT_MAX_COLS;
+            float *yc[CPU_QDOT_MAX_COLS];
+            for (int j = 0; j < nc; j++)
+                yc[j] = (float *)cpu_row(y, m + j, i2, i3);
+            const uint8_t *xc = xb + (size_t)m * c->xq_stride;
+            for (int64_t n = n0; n < n1; n++) {
+                float out[CPU_QDOT_MAX_COLS];
+                c->qdot(w_base + n * (int64_t)w_nb1, xc, c->xq_stride, nc, c->k, out);
+                for (int j = 0; j < nc; j++)
+                    yc[j][n] = out[j];
+            }
+        }
+        return;
+    }
+    const char *xf = (const char *)c->xf + i2 * (int64_t)c->xf_nb[2] + i3 * (int64_t)c->xf_nb[3];
+    if (c->dequant) {
+        for (int64_t n = n0; n < n1; n++) {
+            c->dequant(w_base + n * (int64_t)w_nb1, scratch, c->k);
+            for (int64_t m = m0; m < m1; m++)
+                ((float *)cpu_row(y, m, i2, i3))[n] =
+                    c->fdot(scratch, (const float *)(xf + m * (int64_t)c->xf_nb[1]), c->k);
+        }
+        return;
+    }
+    for (int64_t m = m0; m < m1; m++) {
+        const float *xc = (const float *)(xf + m * (int64_t)c->xf_nb[1]);
+        float *yc = (float *)cpu_row(y, m, i2, i3);
+        for (int64_t n = n0; n < n1; n++)
+            yc[n] = c->fdot(w_base + n * (int64_t)w_nb1, xc, c->k);
+    }
 }
 
 static void cpu_matmul_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
-    const cpu_matmul_ctx *c = arg;
-    const cpu_state *s = c->s;
-    const sy_tensor *w = c->w, *x = c->x, *y = c->y;
-    const int64_t k = w->ne[0], n_rows = w->ne[1], m_cols = x->ne[1];
-    const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
-    const bool in_place = w->dtype == SY_DTYPE_F32;
-    const cpu_dequant_fn dequant = s->isa->dequant[w->dtype];
-    float *scratch = s->lanes[lane].scratch;
-    const float *rows[CPU_MATMUL_MAX_BLOCK_ROWS];
-
-    int64_t lo, hi;
-    cpu_split(c->n_items, ith, nth, &lo, &hi);
-    for (int64_t item = lo; item < hi; item++) {
-        const int64_t batch = item / c->blocks_per_batch;
-        const int64_t n0 = (item % c->blocks_per_batch) * c->block_rows;
-        const int64_t n1 = n0 + c->block_rows < n_rows ? n0 + c->block_rows : n_rows;
-        const int64_t i2 = batch % x->ne[2], i3 = batch / x->ne[2];
-
-        for (int64_t n = n0; n < n1; n++) {
-            const void *src = cpu_row(w, n, i2 / r2, i3 / r3);
-            if (in_place) {
-                rows[n - n0] = src;
-            } else {
-                float *dst = scratch + (n - n0) * k;
-                dequant(src, dst, k);
-                rows[n - n0] = dst;
-            }
-        }
-        for (int64_t m = 0; m < m_cols; m++) {
-            const float *xc = (const float *)((const char *)c->x_data + m * (int64_t)c->x_nb[1] +
-                                              i2 * (int64_t)c->x_nb[2] + i3 * (int64_t)c->x_nb[3]);
-            float *yc = (float *)cpu_row(y, m, i2, i3);
-            for (int64_t n = n0; n < n1; n++)
-                yc[n] = s->isa->dot_f32(rows[n - n0], xc, k);
-        }
+    cpu_matmul_ctx *c = arg;
+    for (;;) {
+        const int64_t item = atomic_fetch_add_explicit(&c->next_item, 1, memory_order_relaxed);
+        if (item >= c->n_items)
+            break;
+        cpu_matmul_tile(c, item, c->s->lanes[lane].scratch);
     }
+}
+
+/* Chooses the tiles of |c| for |nth| lanes. */
+static void cpu_matmul_plan_tiles(cpu_matmul_ctx *c, uint32_t nth, int64_t batches)
+{
+    const int64_t row_bytes = (int64_t)c->w->nb[1];
+    if (c->m_cols == 1) {
+        int64_t want = c->n_rows / ((int64_t)nth * CPU_MATMUL_TILES_PER_LANE);
+        want = (want + CPU_MATMUL_ROW_QUANTUM - 1) / CPU_MATMUL_ROW_QUANTUM * CPU_MATMUL_ROW_QUANTUM;
+        c->tile_rows = want < CPU_MATMUL_ROW_QUANTUM ? CPU_MATMUL_ROW_QUANTUM : want;
+        if (nth == 1)
+            c->tile_rows = c->n_rows;
+        c->tile_cols = 1;
+    } else {
+        int64_t rows = CPU_MATMUL_TILE_WEIGHT_BYTES / (row_bytes > 0 ? row_bytes : 1);
+        rows = rows < 4 ? 4 : rows > 64 ? 64 : rows;
+        c->tile_rows = rows;
+        c->tile_cols = c->m_cols < CPU_MATMUL_TILE_COLS ? c->m_cols : CPU_MATMUL_TILE_COLS;
+        /* Few tiles for many lanes: split the rows further. */
+        while (c->tile_rows > 4 &&
+               ((c->n_rows + c->tile_rows - 1) / c->tile_rows) *
+                       ((c->m_cols + c->tile_cols - 1) / c->tile_cols) * batches <
+                   (int64_t)nth * 4)
+            c->tile_rows /= 2;
+    }
+    if (c->tile_rows > c->n_rows)
+        c->tile_rows = c->n_rows;
+    c->row_tiles = (c->n_rows + c->tile_rows - 1) / c->tile_rows;
+    c->col_tiles = (c->m_cols + c->tile_cols - 1) / c->tile_cols;
+    c->n_items = c->row_tiles * c->col_tiles * batches;
 }
 
 sy_status cpu_kernel_matmul(cpu_state *s, const sy_node *node, const char **out_why)
 {
     const sy_tensor *w = node->inputs[0], *x = node->inputs[1], *y = node->output;
-    if (!cpu_rows_dense(w) || !s->isa->dequant[w->dtype]) {
+    const cpu_qdot_fn qdot = s->isa->qdot[w->dtype];
+    const cpu_fdot_fn fdot = s->isa->fdot[w->dtype];
+    if (!cpu_rows_dense(w) || (!qdot && !fdot)) {
         *out_why = "weight rows are not dense";
         return SY_E_UNSUPPORTED;
     }
@@ -98,54 +249,35 @@ sy_status cpu_kernel_matmul(cpu_state *s, const sy_node *node, const char **out_
         *out_why = "output is not f32 with dense rows";
         return SY_E_UNSUPPORTED;
     }
-    const int64_t k = w->ne[0], n_rows = w->ne[1];
+    const int64_t k = w->ne[0];
     if (k % (int64_t)sy_dtype_block_size(w->dtype) != 0 || x->ne[0] != k ||
-        x->ne[2] % w->ne[2] != 0 || x->ne[3] % w->ne[3] != 0) {
+        x->ne[2] % w->ne[2] != 0 || x->ne[3] % w->ne[3] != 0 ||
+        (qdot && k % CPU_Q8_BLOCK != 0)) {
         *out_why = "shapes outside the matmul rules";
         return SY_E_UNSUPPORTED;
     }
 
-    cpu_matmul_ctx c = {.s = s, .w = w, .x = x, .y = y, .x_data = x->data};
-    for (int d = 0; d < SY_MAX_DIMS; d++)
-        c.x_nb[d] = x->nb[d];
-
+    cpu_matmul_ctx c = {.s = s, .w = w, .y = y, .k = k, .n_rows = w->ne[1], .m_cols = x->ne[1],
+                        .x_ne2 = x->ne[2], .r2 = x->ne[2] / w->ne[2], .r3 = x->ne[3] / w->ne[3],
+                        .qdot = qdot, .fdot = qdot ? NULL : fdot};
     sy_status st;
-    if (x->dtype == SY_DTYPE_F16) {
-        const int64_t x_rows = cpu_nrows(x);
-        st = cpu_shared_reserve(s, (size_t)(x_rows * k) * sizeof(float));
-        if (st != SY_OK)
-            return st;
-        cpu_convert_ctx cc = {.s = s, .src = x, .dst = s->shared};
-        cpu_pool_run(s->pool, cpu_matmul_convert_task, &cc, cpu_lanes_for(s, x_rows * k, 16384));
-        c.x_data = s->shared;
-        c.x_nb[0] = sizeof(float);
-        c.x_nb[1] = (uint64_t)k * sizeof(float);
-        c.x_nb[2] = c.x_nb[1] * (uint64_t)x->ne[1];
-        c.x_nb[3] = c.x_nb[2] * (uint64_t)x->ne[2];
-    }
-
-    int64_t block_rows = CPU_MATMUL_BLOCK_BYTES / (k * (int64_t)sizeof(float));
-    if (block_rows > CPU_MATMUL_MAX_BLOCK_ROWS)
-        block_rows = CPU_MATMUL_MAX_BLOCK_ROWS;
-    /* Small N: shrink blocks so that every lane gets some rows. */
-    const int64_t per_lane = (n_rows + s->n_threads - 1) / s->n_threads;
-    if (block_rows > per_lane)
-        block_rows = per_lane;
-    if (block_rows < 1)
-        block_rows = 1;
-    c.block_rows = block_rows;
-    c.blocks_per_batch = (n_rows + block_rows - 1) / block_rows;
-    c.n_items = c.blocks_per_batch * x->ne[2] * x->ne[3];
-
-    if (w->dtype != SY_DTYPE_F32) {
-        st = cpu_scratch_reserve(s, (size_t)(block_rows * k) * sizeof(float));
+    if (qdot && s->f32_activations) {
+        c.qdot = NULL;
+        c.dequant = s->isa->dequant[w->dtype];
+        c.fdot = s->isa->fdot[SY_DTYPE_F32];
+        st = cpu_scratch_reserve(s, (size_t)k * sizeof(float));
         if (st != SY_OK)
             return st;
     }
-    const int64_t flops = 2 * k * n_rows * x->ne[1] * x->ne[2] * x->ne[3];
-    uint32_t nth = cpu_lanes_for(s, flops, 32768);
-    if ((int64_t)nth > c.n_items)
-        nth = (uint32_t)c.n_items;
+    st = c.qdot ? cpu_matmul_quantize(s, x, &c) : cpu_matmul_float_cols(s, x, &c);
+    if (st != SY_OK)
+        return st;
+
+    const int64_t batches = x->ne[2] * x->ne[3];
+    const int64_t flops = 2 * k * c.n_rows * c.m_cols * batches;
+    const uint32_t nth = cpu_lanes_for(s, flops, CPU_MATMUL_MIN_FLOPS_PER_LANE);
+    cpu_matmul_plan_tiles(&c, nth, batches);
+    atomic_init(&c.next_item, 0);
     cpu_pool_run(s->pool, cpu_matmul_task, &c, nth);
     return SY_OK;
 }

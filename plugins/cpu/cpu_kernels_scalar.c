@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cpu_isa.h"
+#include "cpu_qdot.h"
 #include "quants_internal.h"
 
 static float cpu_scalar_dot_f32(const float *a, const float *b, int64_t n)
@@ -219,6 +220,34 @@ static void cpu_scalar_dequant_q6_k(const void *src, float *dst, int64_t n)
     }
 }
 
+static float cpu_scalar_fdot_f32(const void *w, const float *x, int64_t n)
+{
+    return cpu_scalar_dot_f32(w, x, n);
+}
+
+static float cpu_scalar_fdot_f16(const void *w, const float *x, int64_t n)
+{
+    return cpu_scalar_dot_f16(w, x, n);
+}
+
+static float cpu_scalar_fdot_bf16(const void *w, const float *x, int64_t n)
+{
+    const uint16_t *a = w;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        sum += sy__bf16_to_f32(a[i]) * x[i];
+    return sum;
+}
+
+static float cpu_scalar_fdot_i32(const void *w, const float *x, int64_t n)
+{
+    const int32_t *a = w;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        sum += (float)a[i] * x[i];
+    return sum;
+}
+
 static const cpu_isa_table cpu_scalar_table = {
     .name = "scalar",
     .dot_f32 = cpu_scalar_dot_f32,
@@ -244,6 +273,14 @@ static const cpu_isa_table cpu_scalar_table = {
             [SY_DTYPE_Q5_K] = cpu_scalar_dequant_q5_k,
             [SY_DTYPE_Q6_K] = cpu_scalar_dequant_q6_k,
         },
+    .fdot =
+        {
+            [SY_DTYPE_F32] = cpu_scalar_fdot_f32,
+            [SY_DTYPE_F16] = cpu_scalar_fdot_f16,
+            [SY_DTYPE_BF16] = cpu_scalar_fdot_bf16,
+            [SY_DTYPE_I32] = cpu_scalar_fdot_i32,
+        },
+    CPU_QDOT_TABLE_ENTRIES(cpu_scalar),
 };
 
 const cpu_isa_table *cpu_isa_scalar_table(void)

@@ -14,7 +14,7 @@
 
 /* ------------------------------------------------------------ randomness */
 
-static void trng_init(trng *r)
+void trng_init(trng *r)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -37,8 +37,7 @@ uint32_t trng_below(trng *r, uint32_t n)
     return (uint32_t)(trng_next(r) >> 33) % n;
 }
 
-/* Uniform in [-1, 1). */
-static float trng_unit(trng *r)
+float trng_unit(trng *r)
 {
     return (float)((double)(trng_next(r) >> 40) / (double)(1u << 23) - 1.0);
 }
@@ -56,10 +55,7 @@ static void put16(uint8_t *p, uint16_t v)
     memcpy(p, &v, sizeof v);
 }
 
-/* Fills |n| elements of |dtype| at |dst| with values of magnitude <= ~2
- * and no NaN or infinity.  Block types get random quants and sane
- * f16 scales, so every bit of the block formats is exercised. */
-static void fill_random(trng *r, sy_dtype dtype, void *dst, int64_t n)
+void fill_random(trng *r, sy_dtype dtype, void *dst, int64_t n)
 {
     uint8_t *b = dst;
     const uint32_t ts = sy_dtype_type_size(dtype);
@@ -102,6 +98,13 @@ static void fill_random(trng *r, sy_dtype dtype, void *dst, int64_t n)
             put16(blk, trng_f16(r, 9, 10, false));
             put16(blk + 2, trng_f16(r, 12, 13, true));
             break;
+        case SY_DTYPE_Q5_0:
+            put16(blk, trng_f16(r, 9, 10, true));
+            break;
+        case SY_DTYPE_Q5_1:
+            put16(blk, trng_f16(r, 8, 9, false));
+            put16(blk + 2, trng_f16(r, 12, 13, true));
+            break;
         case SY_DTYPE_Q4_K:
         case SY_DTYPE_Q5_K:
             put16(blk, trng_f16(r, 3, 4, false));
@@ -121,7 +124,8 @@ static void fill_random(trng *r, sy_dtype dtype, void *dst, int64_t n)
 const tol TOL_EXACT = {0.0, 0.0};
 
 const run_cfg run_cfgs[N_RUN_CFGS] = {
-    {"scalar", "1"}, {"scalar", "2"}, {"scalar", "3"}, {"auto", "1"}, {"auto", "2"}, {"auto", "3"},
+    {"scalar", "1"}, {"scalar", "2"}, {"scalar", "3"}, {"avx2", "1"}, {"avx2", "2"},
+    {"avx2", "3"},   {"auto", "1"},   {"auto", "2"},   {"auto", "3"},
 };
 
 void tc_begin(tcase *tc, const char *fmt, ...)
@@ -236,7 +240,7 @@ static void tc_log(void *user, sy_log_level level, const char *msg)
 }
 
 static void tc_compare(const tcase *tc, const run_cfg *cfg, const char *what, const sy_tensor *t,
-                       const void *got, const void *want, size_t size, tol tl)
+                       const void *got, const void *want, size_t size, tol tl, const float *bound)
 {
     if (t->dtype != SY_DTYPE_F32 || (tl.rel == 0.0 && tl.abs == 0.0)) {
         const uint8_t *g = got, *w = want;
@@ -267,7 +271,7 @@ static void tc_compare(const tcase *tc, const run_cfg *cfg, const char *what, co
         if (isnan(w[i]) && isnan(g[i]))
             continue;
         const double err = fabs((double)g[i] - (double)w[i]);
-        const double lim = tl.rel * fabs(w[i]) + tl.abs * max;
+        const double lim = tl.rel * fabs(w[i]) + tl.abs * max + (bound ? bound[i] : 0.0);
         cr_assert(err <= lim,
                   "%s [%s isa, %s threads, seed %llu]: %s '%s'[%zu] = %.9g, reference %.9g "
                   "(error %.3g > %.3g)",
@@ -334,11 +338,11 @@ void tc_run_expect(tcase *tc, tol tl, sy_status expect)
                       cfg->isa, cfg->threads, tc->log);
             for (uint32_t i = 0; i < tc->n_outs; i++)
                 tc_compare(tc, cfg, "output", tc->outs[i], tc->got[i], tc->want[i],
-                           sy_tensor_nbytes(tc->outs[i]), tl);
+                           sy_tensor_nbytes(tc->outs[i]), tl, tc->bound[i]);
             for (uint32_t i = 0; i < tc->n_state; i++)
                 tc_compare(tc, cfg, "in-place leaf", tc->state[i],
                            sy_graph_host_data(tc->g, tc->state[i]), tc->state_want[i],
-                           sy_tensor_nbytes(tc->state[i]), tl);
+                           sy_tensor_nbytes(tc->state[i]), tl, NULL);
         }
         tc_restore_state(tc);
         sy_runtime_destroy(rt);

@@ -31,7 +31,7 @@ typedef struct run_cfg {
     const char *threads;
 } run_cfg;
 
-#define N_RUN_CFGS 6
+#define N_RUN_CFGS 9
 extern const run_cfg run_cfgs[N_RUN_CFGS];
 
 #define N_ALL_DTYPES 10
@@ -47,6 +47,8 @@ typedef struct tcase {
     void *bufs[TC_MAX_BUFS];
     uint32_t n_bufs;
     sy_tensor *outs[TC_MAX_OUTS];
+    /* Per-element error allowed on top of the tolerance (NULL: none). */
+    const float *bound[TC_MAX_OUTS];
     void *want[TC_MAX_OUTS];
     void *got[TC_MAX_OUTS];
     uint32_t n_outs;
@@ -60,6 +62,15 @@ typedef struct tcase {
     size_t log_used;
     bool allow_fallback; /* the case exercises the reference fallback */
 } tcase;
+
+/* Fills |n| elements of |dtype| at |dst| with random values of magnitude
+ * <= ~2 (no NaN or infinity); block types get random quants and sane
+ * scales, so every bit of the block formats is exercised. */
+void fill_random(trng *r, sy_dtype dtype, void *dst, int64_t n);
+/* Returns a uniform float in [-1, 1). */
+float trng_unit(trng *r);
+/* Seeds |r| from the clock and the process id. */
+void trng_init(trng *r);
 
 /* Starts a case: fresh seed, empty graph, |fmt| names it in failures. */
 void tc_begin(tcase *tc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

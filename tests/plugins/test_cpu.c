@@ -6,13 +6,64 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_case.h"
+#include "quants_internal.h"
 
 /* ---------------------------------------------------------------- matmul */
 
 static const tol TOL_MATMUL = {1e-5, 2e-5};
+
+/* Error the Q8 activations of the quantized matmul may add to each output.
+ * A column is quantized in blocks of 32 with step d = max|x| / 127, and
+ * rounding moves each x[k] by at most d / 2 (plus a few ulp of the
+ * 1/d product), so out[n, m] may move by sum_k |w[k, n]| * d_k / 2.  On
+ * top of that both kernels round in F32 in a different order: K * 2^-23
+ * of sum_k |w x| covers the two sums (a worst case, not an estimate). */
+static float *matmul_bound(tcase *tc, const sy_tensor *w, const sy_tensor *x)
+{
+    const int64_t k = w->ne[0], n_rows = w->ne[1], m_cols = x->ne[1];
+    const int64_t c2 = x->ne[2], c3 = x->ne[3];
+    const int64_t r2 = c2 / w->ne[2], r3 = x->ne[3] / w->ne[3];
+    float *bound = tc_alloc(tc, sizeof(float) * (size_t)(n_rows * m_cols * c2 * c3));
+    float *wrow = tc_alloc(tc, sizeof(float) * (size_t)k);
+    float *xcol = tc_alloc(tc, sizeof(float) * (size_t)k);
+    float *step = tc_alloc(tc, sizeof(float) * (size_t)k);
+    const char *wd = sy_graph_host_data(tc->g, w), *xd = sy_graph_host_data(tc->g, x);
+    const char *act = getenv("SWITCHYARD_CPU_ACTIVATIONS");
+    const bool quantized = sy_dtype_is_quantized(w->dtype) && !(act && strcmp(act, "f32") == 0);
+    for (int64_t i3 = 0; i3 < c3; i3++) {
+        for (int64_t i2 = 0; i2 < c2; i2++) {
+            for (int64_t m = 0; m < m_cols; m++) {
+                const char *xc = xd + m * (int64_t)x->nb[1] + i2 * (int64_t)x->nb[2] +
+                                 i3 * (int64_t)x->nb[3];
+                cr_assert_eq(sy__dequantize_row(x->dtype, xc, xcol, k), SY_OK);
+                for (int64_t b = 0; b < k; b += 32) {
+                    float amax = 0.0f;
+                    for (int j = 0; j < 32; j++)
+                        amax = fmaxf(amax, fabsf(xcol[b + j]));
+                    for (int j = 0; j < 32; j++)
+                        step[b + j] = amax / 127.0f;
+                }
+                for (int64_t n = 0; n < n_rows; n++) {
+                    const char *wr = wd + n * (int64_t)w->nb[1] + i2 / r2 * (int64_t)w->nb[2] +
+                                     i3 / r3 * (int64_t)w->nb[3];
+                    cr_assert_eq(sy__dequantize_row(w->dtype, wr, wrow, k), SY_OK);
+                    double q = 0.0, mag = 0.0;
+                    for (int64_t i = 0; i < k; i++) {
+                        q += fabs(wrow[i]) * step[i] * 0.5001;
+                        mag += fabs((double)wrow[i] * xcol[i]);
+                    }
+                    const double b = (quantized ? q : 0.0) + (double)k * 0x1p-23 * mag;
+                    bound[((i3 * c2 + i2) * m_cols + m) * n_rows + n] = (float)b;
+                }
+            }
+        }
+    }
+    return bound;
+}
 
 static void check_matmul(sy_dtype wtype, sy_dtype xtype, int64_t k, int64_t n, int64_t m,
                          int64_t b2, int64_t b3, int64_t c2, int64_t c3)
@@ -26,6 +77,7 @@ static void check_matmul(sy_dtype wtype, sy_dtype xtype, int64_t k, int64_t n, i
     sy_tensor *x = tc_input(&tc, "x", xtype, k, m, c2, c3);
     sy_tensor *in[2] = {w, x};
     tc_output(&tc, tc_node(&tc, SY_OP_MATMUL, "mm", in, 2, NULL));
+    tc.bound[0] = matmul_bound(&tc, w, x);
     tc_run(&tc, TOL_MATMUL);
     tc_end(&tc);
 }
@@ -39,9 +91,11 @@ static void check_matmul_all_shapes(sy_dtype wtype)
     check_matmul(wtype, SY_DTYPE_F16, k, 5, 6, 1, 1, 1, 1);
     check_matmul(wtype, SY_DTYPE_F32, k, 5, 3, 2, 1, 4, 3);
     check_matmul(wtype, SY_DTYPE_F16, k, 3, 2, 1, 3, 2, 3);
-    /* Big enough that the kernel wakes three lanes. */
-    check_matmul(wtype, SY_DTYPE_F32, 256, 200, 1, 1, 1, 1, 1);
-    check_matmul(wtype, SY_DTYPE_F16, 256, 67, 3, 1, 1, 1, 1);
+    /* Big enough that the kernel wakes three lanes: one column (decode
+     * tiles) and a batch of columns (prefill tiles, with a remainder of
+     * the column groups). */
+    check_matmul(wtype, SY_DTYPE_F32, 256, 1700, 1, 1, 1, 1, 1);
+    check_matmul(wtype, SY_DTYPE_F16, 256, 67, 71, 1, 1, 1, 1);
 }
 
 Test(cpu_matmul, matches_the_reference_with_f32_weights) { check_matmul_all_shapes(SY_DTYPE_F32); }
@@ -51,6 +105,8 @@ Test(cpu_matmul, matches_the_reference_with_i32_weights) { check_matmul_all_shap
 Test(cpu_matmul, matches_the_reference_with_q8_0_weights) { check_matmul_all_shapes(SY_DTYPE_Q8_0); }
 Test(cpu_matmul, matches_the_reference_with_q4_0_weights) { check_matmul_all_shapes(SY_DTYPE_Q4_0); }
 Test(cpu_matmul, matches_the_reference_with_q4_1_weights) { check_matmul_all_shapes(SY_DTYPE_Q4_1); }
+Test(cpu_matmul, matches_the_reference_with_q5_0_weights) { check_matmul_all_shapes(SY_DTYPE_Q5_0); }
+Test(cpu_matmul, matches_the_reference_with_q5_1_weights) { check_matmul_all_shapes(SY_DTYPE_Q5_1); }
 Test(cpu_matmul, matches_the_reference_with_q4_k_weights) { check_matmul_all_shapes(SY_DTYPE_Q4_K); }
 Test(cpu_matmul, matches_the_reference_with_q5_k_weights) { check_matmul_all_shapes(SY_DTYPE_Q5_K); }
 Test(cpu_matmul, matches_the_reference_with_q6_k_weights) { check_matmul_all_shapes(SY_DTYPE_Q6_K); }
@@ -455,4 +511,12 @@ Test(cpu_graph, runs_hundreds_of_dispatches_in_one_execute)
     tc_output(&tc, x);
     tc_run(&tc, (tol){1e-4, 1e-5});
     tc_end(&tc);
+}
+
+Test(cpu_matmul, keeps_f32_activations_when_asked)
+{
+    setenv("SWITCHYARD_CPU_ACTIVATIONS", "f32", 1);
+    check_matmul(SY_DTYPE_Q4_1, SY_DTYPE_F32, 256, 1700, 1, 1, 1, 1, 1);
+    check_matmul(SY_DTYPE_Q6_K, SY_DTYPE_F16, 256, 67, 9, 1, 1, 1, 1);
+    unsetenv("SWITCHYARD_CPU_ACTIVATIONS");
 }

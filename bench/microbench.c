@@ -1,0 +1,347 @@
+/* Microbenchmarks of the CPU plugin's building blocks, compiled straight
+ * from the plugin's sources by bench/microbench.sh (the module exports
+ * nothing but its query symbol):
+ *   bandwidth  read bandwidth of one and of all lanes (sum of a buffer
+ *              larger than the last-level cache, and of one that fits L2)
+ *   qdot       ns per weight block and GB/s of each table's dot kernels,
+ *              hot (weights in L1/L2) and streaming (weights from memory)
+ *   pool       cost of one dispatch + barrier of the thread pool: empty
+ *              tasks on 1..n lanes, and back-to-back dispatches
+ * Every figure is the median of several rounds; the machine may be shared,
+ * so compare variants within one run. */
+#include <hwloc.h>
+#include <immintrin.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpu_isa.h"
+#include "cpu_qdot.h"
+#include "cpu_threadpool.h"
+#include "quants_internal.h"
+
+#define ROUNDS 7
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+static void *bench_alloc(void *ctx, size_t size, size_t align)
+{
+    void *p = NULL;
+    return posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align, size ? size : 1) == 0
+               ? p
+               : NULL;
+}
+
+static void bench_free(void *ctx, void *ptr)
+{
+    free(ptr);
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng_next(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* ------------------------------------------------------------ bandwidth */
+
+typedef struct bw_job {
+    const uint8_t *buf;
+    size_t bytes;
+    double sink[64];
+} bw_job;
+
+__attribute__((target("avx2"))) static void bw_task(void *arg, uint32_t ith, uint32_t nth,
+                                                     uint32_t lane)
+{
+    bw_job *j = arg;
+    const size_t lo = j->bytes * ith / nth / 64 * 64, hi = j->bytes * (ith + 1) / nth / 64 * 64;
+    __m256i a0 = _mm256_setzero_si256(), a1 = _mm256_setzero_si256();
+    for (size_t i = lo; i < hi; i += 64) {
+        a0 = _mm256_add_epi64(a0, _mm256_load_si256((const __m256i *)(j->buf + i)));
+        a1 = _mm256_add_epi64(a1, _mm256_load_si256((const __m256i *)(j->buf + i + 32)));
+    }
+    a0 = _mm256_add_epi64(a0, a1);
+    j->sink[ith * 8] = (double)_mm256_extract_epi64(a0, 0);
+}
+
+static void bench_bandwidth(cpu_pool *pool, uint32_t lanes)
+{
+    const size_t sizes[] = {(size_t)1 << 20, (size_t)64 << 20, (size_t)512 << 20};
+    for (size_t s = 0; s < 3; s++) {
+        bw_job j = {.bytes = sizes[s]};
+        uint8_t *buf = bench_alloc(NULL, j.bytes, 64);
+        memset(buf, 1, j.bytes);
+        j.buf = buf;
+        for (uint32_t nth = 1; nth <= lanes; nth++) {
+            double t[ROUNDS];
+            const int reps = s == 0 ? 2000 : s == 1 ? 10 : 2;
+            for (int r = 0; r < ROUNDS; r++) {
+                double t0 = now_s();
+                for (int k = 0; k < reps; k++)
+                    cpu_pool_run(pool, bw_task, &j, nth);
+                t[r] = (now_s() - t0) / reps;
+            }
+            printf("bandwidth  %4zu MiB %u lane%s  %6.1f GB/s\n", j.bytes >> 20, nth,
+                   nth == 1 ? " " : "s", (double)j.bytes / median(t, ROUNDS) * 1e-9);
+        }
+        free(buf);
+    }
+}
+
+/* ----------------------------------------------------------------- qdot */
+
+static const sy_dtype qtypes[] = {SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q5_0, SY_DTYPE_Q5_1,
+                                  SY_DTYPE_Q8_0, SY_DTYPE_Q4_K, SY_DTYPE_Q5_K, SY_DTYPE_Q6_K};
+
+/* Fills quantized rows with random quants and small scales. */
+static void fill_weights(sy_dtype t, uint8_t *w, size_t bytes)
+{
+    for (size_t i = 0; i < bytes; i++)
+        w[i] = (uint8_t)rng_next();
+    const size_t ts = sy_dtype_type_size(t);
+    for (size_t b = 0; b + ts <= bytes; b += ts) {
+        const uint16_t h = 0x2000; /* f16 2^-7 */
+        switch (t) {
+        case SY_DTYPE_Q6_K:
+            memcpy(w + b + 208, &h, 2);
+            break;
+        case SY_DTYPE_Q4_1:
+        case SY_DTYPE_Q5_1:
+        case SY_DTYPE_Q4_K:
+        case SY_DTYPE_Q5_K:
+            memcpy(w + b, &h, 2);
+            memcpy(w + b + 2, &h, 2);
+            break;
+        default:
+            memcpy(w + b, &h, 2);
+            break;
+        }
+    }
+}
+
+static void bench_qdot(const cpu_isa_table *isa, int64_t k, size_t big_bytes)
+{
+    float *x = bench_alloc(NULL, sizeof(float) * (size_t)k * CPU_QDOT_MAX_COLS, 64);
+    for (int64_t i = 0; i < k * CPU_QDOT_MAX_COLS; i++)
+        x[i] = (float)((int64_t)(rng_next() % 2001) - 1000) / 1000.0f;
+    const size_t stride = cpu_q8_col_bytes(k);
+    uint8_t *xq = bench_alloc(NULL, stride * CPU_QDOT_MAX_COLS, 64);
+    for (int c = 0; c < CPU_QDOT_MAX_COLS; c++)
+        isa->quantize_q8(x + c * k, xq + c * stride, k);
+
+    for (size_t t = 0; t < sizeof qtypes / sizeof qtypes[0]; t++) {
+        const sy_dtype dt = qtypes[t];
+        const size_t row = (size_t)k / sy_dtype_block_size(dt) * sy_dtype_type_size(dt);
+        const size_t rows_big = big_bytes / row, rows_hot = 16 * 1024 / row;
+        uint8_t *w = bench_alloc(NULL, rows_big * row, 64);
+        fill_weights(dt, w, rows_big * row);
+        const double blocks_per_row = (double)k / 32.0;
+        for (int nc = 1; nc <= CPU_QDOT_MAX_COLS; nc *= 4) {
+            double hot[ROUNDS], cold[ROUNDS];
+            float out[CPU_QDOT_MAX_COLS];
+            volatile float sink = 0.0f;
+            for (int r = 0; r < ROUNDS; r++) {
+                double t0 = now_s();
+                for (int rep = 0; rep < 200; rep++)
+                    for (size_t n = 0; n < rows_hot; n++) {
+                        isa->qdot[dt](w + n * row, xq, stride, nc, k, out);
+                        sink += out[0];
+                    }
+                hot[r] = (now_s() - t0) / (200.0 * (double)rows_hot);
+                t0 = now_s();
+                for (size_t n = 0; n < rows_big; n++) {
+                    isa->qdot[dt](w + n * row, xq, stride, nc, k, out);
+                    sink += out[0];
+                }
+                cold[r] = (now_s() - t0) / (double)rows_big;
+            }
+            const double h = median(hot, ROUNDS), c = median(cold, ROUNDS);
+            printf("qdot %-7s %-5s K=%-5lld cols %d  hot %6.2f ns/block/col (%5.1f GB/s)  "
+                   "stream %6.2f ns/block/col (%5.1f GB/s)\n",
+                   isa->name, sy_dtype_name(dt), (long long)k, nc, h * 1e9 / blocks_per_row / nc,
+                   (double)row / h * 1e-9, c * 1e9 / blocks_per_row / nc, (double)row / c * 1e-9);
+        }
+        free(w);
+    }
+    free(xq);
+    free(x);
+}
+
+/* A/B: the avx512 table against bench/qdot_variant.c, round by round. */
+CPU_QDOT_DECLARE_SET(bench_variant)
+
+static cpu_qdot_fn variant_qdot(sy_dtype t)
+{
+    switch (t) {
+    case SY_DTYPE_Q4_0:
+        return bench_variant_qdot_q4_0;
+    case SY_DTYPE_Q4_1:
+        return bench_variant_qdot_q4_1;
+    case SY_DTYPE_Q5_0:
+        return bench_variant_qdot_q5_0;
+    case SY_DTYPE_Q5_1:
+        return bench_variant_qdot_q5_1;
+    case SY_DTYPE_Q8_0:
+        return bench_variant_qdot_q8_0;
+    case SY_DTYPE_Q4_K:
+        return bench_variant_qdot_q4_k;
+    case SY_DTYPE_Q5_K:
+        return bench_variant_qdot_q5_k;
+    default:
+        return bench_variant_qdot_q6_k;
+    }
+}
+
+/* Seconds per row of |fn| over |rows| rows of |row| bytes. */
+static double time_rows(cpu_qdot_fn fn, const uint8_t *w, size_t row, size_t rows, int reps,
+                        const uint8_t *xq, size_t stride, int nc, int64_t k)
+{
+    float out[CPU_QDOT_MAX_COLS];
+    volatile float sink = 0.0f;
+    const double t0 = now_s();
+    for (int rep = 0; rep < reps; rep++)
+        for (size_t n = 0; n < rows; n++) {
+            fn(w + n * row, xq, stride, nc, k, out);
+            sink += out[0];
+        }
+    return (now_s() - t0) / ((double)reps * (double)rows);
+}
+
+static void bench_ab(const cpu_isa_table *isa, int64_t k, size_t big_bytes)
+{
+    enum { AB_ROUNDS = 15 };
+    float *x = bench_alloc(NULL, sizeof(float) * (size_t)k * CPU_QDOT_MAX_COLS, 64);
+    for (int64_t i = 0; i < k * CPU_QDOT_MAX_COLS; i++)
+        x[i] = (float)((int64_t)(rng_next() % 2001) - 1000) / 1000.0f;
+    const size_t stride = cpu_q8_col_bytes(k);
+    uint8_t *xq = bench_alloc(NULL, stride * CPU_QDOT_MAX_COLS, 64);
+    for (int c = 0; c < CPU_QDOT_MAX_COLS; c++)
+        isa->quantize_q8(x + c * k, xq + c * stride, k);
+    for (size_t t = 0; t < sizeof qtypes / sizeof qtypes[0]; t++) {
+        const sy_dtype dt = qtypes[t];
+        const char *only = getenv("AB_DTYPE");
+        if (only && strcmp(only, sy_dtype_name(dt)) != 0)
+            continue;
+        const size_t row = (size_t)k / sy_dtype_block_size(dt) * sy_dtype_type_size(dt);
+        const size_t rows_big = big_bytes / row, rows_hot = 16 * 1024 / row;
+        uint8_t *w = bench_alloc(NULL, rows_big * row, 64);
+        fill_weights(dt, w, rows_big * row);
+        const double bpr = (double)k / 32.0;
+        const cpu_qdot_fn fa = isa->qdot[dt], fb = variant_qdot(dt);
+        for (int nc = 1; nc <= CPU_QDOT_MAX_COLS; nc *= 4) {
+            double ha[AB_ROUNDS], hb[AB_ROUNDS], sa[AB_ROUNDS], sb[AB_ROUNDS], hr[AB_ROUNDS],
+                sr[AB_ROUNDS];
+            for (int r = 0; r < AB_ROUNDS; r++) {
+                ha[r] = time_rows(fa, w, row, rows_hot, 100, xq, stride, nc, k);
+                hb[r] = time_rows(fb, w, row, rows_hot, 100, xq, stride, nc, k);
+                sa[r] = time_rows(fa, w, row, rows_big, 1, xq, stride, nc, k);
+                sb[r] = time_rows(fb, w, row, rows_big, 1, xq, stride, nc, k);
+                hr[r] = hb[r] / ha[r];
+                sr[r] = sb[r] / sa[r];
+            }
+            const double s = 1e9 / bpr / nc;
+            printf("ab %-5s cols %d  hot A %5.2f B %5.2f ns/block (B/A %.3f)  stream A %5.2f B "
+                   "%5.2f ns/block (B/A %.3f)\n",
+                   sy_dtype_name(dt), nc, median(ha, AB_ROUNDS) * s, median(hb, AB_ROUNDS) * s,
+                   median(hr, AB_ROUNDS), median(sa, AB_ROUNDS) * s, median(sb, AB_ROUNDS) * s,
+                   median(sr, AB_ROUNDS));
+        }
+        free(w);
+    }
+    free(xq);
+    free(x);
+}
+
+/* ----------------------------------------------------------------- pool */
+
+static void empty_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
+{
+    atomic_fetch_add_explicit((atomic_uint *)arg, 1, memory_order_relaxed);
+}
+
+static void bench_pool(cpu_pool *pool, uint32_t lanes)
+{
+    atomic_uint count = 0;
+    for (uint32_t nth = 1; nth <= lanes; nth++) {
+        double t[ROUNDS];
+        const int reps = 20000;
+        for (int r = 0; r < ROUNDS; r++) {
+            double t0 = now_s();
+            for (int k = 0; k < reps; k++)
+                cpu_pool_run(pool, empty_task, &count, nth);
+            t[r] = (now_s() - t0) / reps;
+        }
+        printf("pool       dispatch+barrier, %u lane%s  %7.0f ns\n", nth, nth == 1 ? " " : "s",
+               median(t, ROUNDS) * 1e9);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *what = argc > 1 ? argv[1] : "all";
+    const uint32_t lanes = argc > 2 ? (uint32_t)atoi(argv[2]) : 2;
+    sy_host host;
+    memset(&host, 0, sizeof host);
+    host.abi_version = SY_PLUGIN_ABI_VERSION;
+    host.struct_size = sizeof host;
+    host.alloc = bench_alloc;
+    host.free = bench_free;
+    hwloc_topology_t topo;
+    hwloc_topology_init(&topo);
+    hwloc_topology_load(topo);
+    cpu_pool *pool = NULL;
+    if (cpu_pool_create(&host, topo, lanes, true, &pool) != SY_OK) {
+        fprintf(stderr, "microbench: no pool\n");
+        return 1;
+    }
+    cpu_isa_features f;
+    cpu_isa_detect(&f);
+    if (!strcmp(what, "all") || !strcmp(what, "pool"))
+        bench_pool(pool, lanes);
+    if (!strcmp(what, "all") || !strcmp(what, "bandwidth"))
+        bench_bandwidth(pool, lanes);
+    if (!strcmp(what, "ab")) {
+        const cpu_isa_table *isa = NULL;
+        if (cpu_isa_select(&f, "avx512", &isa) == SY_OK)
+            bench_ab(isa, 1536, (size_t)64 << 20);
+    }
+    if (!strcmp(what, "all") || !strcmp(what, "qdot")) {
+        const char *tables[] = {"scalar", "avx2", "avxvnni", "avx512"};
+        const char *only = argc > 3 ? argv[3] : NULL;
+        for (size_t i = 0; i < 4; i++) {
+            const cpu_isa_table *isa = NULL;
+            if (only && strcmp(only, tables[i]) != 0)
+                continue;
+            if (cpu_isa_select(&f, tables[i], &isa) != SY_OK)
+                continue;
+            bench_qdot(isa, 1536, (size_t)64 << 20);
+        }
+    }
+    cpu_pool_destroy(pool);
+    hwloc_topology_destroy(topo);
+    return 0;
+}

@@ -1,0 +1,15 @@
+/* A variant of the avx512 quantized-matmul kernels for A/B runs of
+ * bench/microbench.c: the plugin's template built under another prefix
+ * with the -D flags in $VARIANT_CFLAGS (e.g. -DCPU_QD_PREFETCH=0). */
+#include <immintrin.h>
+
+#define CPU_QD_TARGET "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
+#define CPU_QD_FN(name) bench_variant_##name
+
+static inline __attribute__((target(CPU_QD_TARGET), always_inline)) __m256i
+cpu_qd_dot(__m256i u, __m256i s)
+{
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+}
+
+#include "cpu_qdot_x86.inc"

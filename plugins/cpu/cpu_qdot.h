@@ -1,0 +1,52 @@
+/* Kernels of the quantized matmul (see the Q8 column layout in
+ * cpu_isa.h), one set per ISA level.  The tables of cpu_kernels_scalar.c
+ * and cpu_kernels_avx2.c point at them; the x86 sets are built from one
+ * template (cpu_qdot_x86.inc) with a different 8-bit dot primitive.
+ *
+ * Every qdot kernel computes, per weight block, the exact integer dot of
+ * the block's quants with the column's quants and scales it in F32, so
+ * kernels of one dtype differ only by F32 rounding; the scalar ones are
+ * the reference the unit tests hold the others to. */
+#ifndef SY_CPU_QDOT_H
+#define SY_CPU_QDOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CPU_QDOT_ARGS \
+    const void *w, const void *x, size_t x_stride, int nc, int64_t k, float *out
+
+/* Declares the quantizer and the eight qdot kernels of one set. */
+#define CPU_QDOT_DECLARE_SET(prefix)                                  \
+    void prefix##_quantize_q8(const float *src, void *dst, int64_t k); \
+    void prefix##_qdot_q8_0(CPU_QDOT_ARGS);                           \
+    void prefix##_qdot_q4_0(CPU_QDOT_ARGS);                           \
+    void prefix##_qdot_q4_1(CPU_QDOT_ARGS);                           \
+    void prefix##_qdot_q5_0(CPU_QDOT_ARGS);                           \
+    void prefix##_qdot_q5_1(CPU_QDOT_ARGS);                           \
+    void prefix##_qdot_q4_k(CPU_QDOT_ARGS);                           \
+    void prefix##_qdot_q5_k(CPU_QDOT_ARGS);                           \
+    void prefix##_qdot_q6_k(CPU_QDOT_ARGS);
+
+CPU_QDOT_DECLARE_SET(cpu_scalar)
+#if defined(__x86_64__) || defined(__i386__)
+CPU_QDOT_DECLARE_SET(cpu_avx2)
+CPU_QDOT_DECLARE_SET(cpu_avxvnni)
+CPU_QDOT_DECLARE_SET(cpu_avx512)
+#endif
+
+/* Fills the qdot slots of a table initializer with the set |prefix|. */
+#define CPU_QDOT_TABLE_ENTRIES(prefix)                \
+    .quantize_q8 = prefix##_quantize_q8,              \
+    .qdot = {                                         \
+        [SY_DTYPE_Q8_0] = prefix##_qdot_q8_0,         \
+        [SY_DTYPE_Q4_0] = prefix##_qdot_q4_0,         \
+        [SY_DTYPE_Q4_1] = prefix##_qdot_q4_1,         \
+        [SY_DTYPE_Q5_0] = prefix##_qdot_q5_0,         \
+        [SY_DTYPE_Q5_1] = prefix##_qdot_q5_1,         \
+        [SY_DTYPE_Q4_K] = prefix##_qdot_q4_k,         \
+        [SY_DTYPE_Q5_K] = prefix##_qdot_q5_k,         \
+        [SY_DTYPE_Q6_K] = prefix##_qdot_q6_k,         \
+    }
+
+#endif

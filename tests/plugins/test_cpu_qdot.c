@@ -1,0 +1,221 @@
+/* Unit tests of the quantized-matmul kernels, compiled straight into the
+ * test (the plugin exports nothing but its query symbol): the Q8 column
+ * quantizer of every table against the scalar one (bit for bit), the
+ * scalar dot kernels against the dequantized weights (the reference
+ * dequantizers are ground truth), and every SIMD dot kernel against the
+ * scalar one on random blocks, for 1..CPU_QDOT_MAX_COLS columns.  Seeds are
+ * fresh per run and printed in every failure. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_case.h"
+#include "cpu_isa.h"
+#include "quants_internal.h"
+
+static const sy_dtype qtypes[] = {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q5_0,
+                                  SY_DTYPE_Q5_1, SY_DTYPE_Q4_K, SY_DTYPE_Q5_K, SY_DTYPE_Q6_K};
+#define N_QTYPES (sizeof qtypes / sizeof qtypes[0])
+
+static const char *const table_names[] = {"avx2", "avxvnni", "avx512"};
+#define N_TABLES (sizeof table_names / sizeof table_names[0])
+
+/* The tables this CPU runs besides the scalar one (NULL where it cannot). */
+static const cpu_isa_table *simd_table(size_t i)
+{
+    cpu_isa_features f;
+    cpu_isa_detect(&f);
+    const cpu_isa_table *t = NULL;
+    return cpu_isa_select(&f, table_names[i], &t) == SY_OK ? t : NULL;
+}
+
+/* Fills |k| floats with blocks of very different magnitudes, an all-zero
+ * block and exact ties of the rounding among them. */
+static void fill_activations(trng *r, float *x, int64_t k)
+{
+    for (int64_t b = 0; b < k / 32; b++) {
+        const uint32_t kind = trng_below(r, 6);
+        const float scale = kind == 0 ? 0.0f : kind == 1 ? 1e-4f : kind == 2 ? 30.0f : 1.0f;
+        for (int j = 0; j < 32; j++)
+            x[b * 32 + j] = scale * trng_unit(r);
+        if (kind == 5) {
+            /* max 127 units: every integer and half-integer is exact. */
+            for (int j = 0; j < 32; j++)
+                x[b * 32 + j] = (float)((int)trng_below(r, 255) - 127) * 0.5f;
+            x[b * 32] = 127.0f;
+        }
+    }
+}
+
+static void *xalloc(size_t size)
+{
+    void *p = aligned_alloc(64, (size + 63) / 64 * 64);
+    cr_assert_not_null(p);
+    return p;
+}
+
+Test(cpu_qdot, quantizes_columns_alike_on_every_table)
+{
+    trng r;
+    trng_init(&r);
+    const int64_t k = 1024;
+    float *x = xalloc(sizeof(float) * k);
+    const size_t bytes = cpu_q8_col_bytes(k);
+    uint8_t *want = xalloc(bytes), *got = xalloc(bytes);
+    for (int round = 0; round < 20; round++) {
+        fill_activations(&r, x, k);
+        memset(want, 0, bytes);
+        cpu_isa_scalar_table()->quantize_q8(x, want, k);
+        const float *d = cpu_q8_d(want, k), *ds = cpu_q8_ds(want, k);
+        for (int64_t b = 0; b < k / 32; b++) {
+            int sum = 0;
+            for (int j = 0; j < 32; j++) {
+                const int8_t q = (int8_t)want[b * 32 + j];
+                cr_assert(q >= -127);
+                cr_assert(fabsf(x[b * 32 + j] - q * d[b]) <= 0.5001f * d[b],
+                          "seed %llu: x = %g quantized to %d * %g", (unsigned long long)r.seed,
+                          (double)x[b * 32 + j], q, (double)d[b]);
+                sum += q;
+            }
+            cr_assert_eq(ds[b], d[b] * (float)sum, "seed %llu: block %lld",
+                         (unsigned long long)r.seed, (long long)b);
+        }
+        for (size_t t = 0; t < N_TABLES; t++) {
+            const cpu_isa_table *isa = simd_table(t);
+            if (!isa)
+                continue;
+            memset(got, 0, bytes);
+            isa->quantize_q8(x, got, k);
+            for (size_t i = 0; i < bytes; i++)
+                cr_assert_eq(got[i], want[i], "seed %llu: %s quantizer differs at byte %zu",
+                             (unsigned long long)r.seed, isa->name, i);
+        }
+    }
+    free(got);
+    free(want);
+    free(x);
+}
+
+/* Random weights of |t|: |rows| rows of |k| elements. */
+static void *random_rows(trng *r, sy_dtype t, int64_t k, int64_t rows, size_t *out_row_bytes)
+{
+    const size_t row = (size_t)(k / sy_dtype_block_size(t)) * sy_dtype_type_size(t);
+    void *w = xalloc(row * (size_t)rows);
+    fill_random(r, t, w, k * rows);
+    *out_row_bytes = row;
+    return w;
+}
+
+/* sum_i w[i] * x^[i] in double from the dequantized row, and the
+ * magnitude sum_i |w[i] * x^[i]| the F32 rounding of a kernel scales with. */
+static void exact_dot(sy_dtype t, const void *w, const uint8_t *col, int64_t k, double *out_dot,
+                      double *out_mag)
+{
+    float *wf = xalloc(sizeof(float) * k);
+    cr_assert_eq(sy__dequantize_row(t, w, wf, k), SY_OK);
+    const int8_t *q = (const int8_t *)col;
+    const float *d = cpu_q8_d(col, k);
+    double dot = 0.0, mag = 0.0;
+    for (int64_t i = 0; i < k; i++) {
+        const double v = (double)wf[i] * ((double)q[i] * (double)d[i / 32]);
+        dot += v;
+        mag += fabs(v);
+    }
+    free(wf);
+    *out_dot = dot;
+    *out_mag = mag;
+}
+
+/* Row lengths worth testing for |t|: one block, an odd count of blocks
+ * (the kernels pair blocks) and a long row. */
+static void row_lengths(sy_dtype t, int64_t out[3])
+{
+    const int64_t bs = sy_dtype_block_size(t);
+    out[0] = bs;
+    out[1] = bs * 3;
+    out[2] = bs == 32 ? 1536 : 2048;
+}
+
+Test(cpu_qdot, scalar_kernels_match_the_dequantized_dot)
+{
+    trng r;
+    trng_init(&r);
+    const cpu_isa_table *ref = cpu_isa_scalar_table();
+    for (size_t ti = 0; ti < N_QTYPES; ti++) {
+        const sy_dtype t = qtypes[ti];
+        int64_t ks[3];
+        row_lengths(t, ks);
+        for (int ki = 0; ki < 3; ki++) {
+            const int64_t k = ks[ki];
+            size_t row;
+            void *w = random_rows(&r, t, k, 1, &row);
+            float *x = xalloc(sizeof(float) * k);
+            fill_activations(&r, x, k);
+            uint8_t *col = xalloc(cpu_q8_col_bytes(k));
+            ref->quantize_q8(x, col, k);
+            float got;
+            ref->qdot[t](w, col, cpu_q8_col_bytes(k), 1, k, &got);
+            double want, mag;
+            exact_dot(t, w, col, k, &want, &mag);
+            /* Each block's product of F32 scales and its sum: a few ulp of
+             * the magnitude. */
+            cr_assert(fabs(got - want) <= 1e-5 * mag + 1e-30,
+                      "seed %llu: scalar %s K=%lld: %.9g, dequantized %.9g (magnitude %.3g)",
+                      (unsigned long long)r.seed, sy_dtype_name(t), (long long)k, (double)got, want,
+                      mag);
+            free(col);
+            free(x);
+            free(w);
+        }
+    }
+}
+
+Test(cpu_qdot, simd_kernels_match_the_scalar_kernels)
+{
+    trng r;
+    trng_init(&r);
+    const cpu_isa_table *ref = cpu_isa_scalar_table();
+    for (size_t tb = 0; tb < N_TABLES; tb++) {
+        const cpu_isa_table *isa = simd_table(tb);
+        if (!isa)
+            continue;
+        for (size_t ti = 0; ti < N_QTYPES; ti++) {
+            const sy_dtype t = qtypes[ti];
+            int64_t ks[3];
+            row_lengths(t, ks);
+            for (int ki = 0; ki < 3; ki++) {
+                const int64_t k = ks[ki];
+                const size_t stride = cpu_q8_col_bytes(k);
+                size_t row;
+                void *w = random_rows(&r, t, k, 4, &row);
+                float *x = xalloc(sizeof(float) * k);
+                uint8_t *cols = xalloc(stride * CPU_QDOT_MAX_COLS);
+                for (int c = 0; c < CPU_QDOT_MAX_COLS; c++) {
+                    fill_activations(&r, x, k);
+                    ref->quantize_q8(x, cols + c * stride, k);
+                }
+                for (int n = 0; n < 4; n++) {
+                    const void *wr = (const uint8_t *)w + n * row;
+                    for (int nc = 1; nc <= CPU_QDOT_MAX_COLS; nc++) {
+                        float want[CPU_QDOT_MAX_COLS], got[CPU_QDOT_MAX_COLS];
+                        ref->qdot[t](wr, cols, stride, nc, k, want);
+                        isa->qdot[t](wr, cols, stride, nc, k, got);
+                        for (int c = 0; c < nc; c++) {
+                            double exact, mag;
+                            exact_dot(t, wr, cols + c * stride, k, &exact, &mag);
+                            cr_assert(fabs((double)got[c] - want[c]) <= 2e-5 * mag + 1e-30,
+                                      "seed %llu: %s %s K=%lld row %d, column %d of %d: %.9g, "
+                                      "scalar %.9g (magnitude %.3g)",
+                                      (unsigned long long)r.seed, isa->name, sy_dtype_name(t),
+                                      (long long)k, n, c, nc, (double)got[c], (double)want[c], mag);
+                        }
+                    }
+                }
+                free(cols);
+                free(x);
+                free(w);
+            }
+        }
+    }
+}
