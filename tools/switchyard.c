@@ -13,6 +13,7 @@ static const sy_cli_command commands[] = {
     {"perplexity", "perplexity of a model on a text file, in chunks of --ctx tokens", sy_cli_perplexity},
     {"eval", "write the logits of every position of a token sequence (for oracles)", sy_cli_eval},
     {"synth", "write a random-weight GGUF model of any llama/qwen2/gemma3 shape", sy_cli_synth},
+    {"bench", "measure prompt and decode tokens/s of GGUF models (llama-bench style)", sy_cli_bench},
     {"demo", "run a small built-in graph on every device, checked against the reference", sy_cli_demo},
 };
 
