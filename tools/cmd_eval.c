@@ -88,7 +88,11 @@ int sy_cli_eval(int argc, char **argv)
                         "ids) or --prompt\n");
         return 2;
     }
-    so.device = device;
+    /* The CPU alone until profiles exist: unmeasured devices are planned
+     * from their own claims (see docs/scheduler.md). */
+    if (!device)
+        device = "cpu";
+    so.devices = device;
     sy_runtime *rt = sy_cli_runtime_for(device);
     int rc = 1;
     sy_model *m = NULL;

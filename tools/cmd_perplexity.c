@@ -105,7 +105,11 @@ int sy_cli_perplexity(int argc, char **argv)
     sy_session_options so;
     sy_session_options_init(&so);
     so.n_ctx = n_ctx;
-    so.device = device;
+    /* The CPU alone until profiles exist: unmeasured devices are planned
+     * from their own claims (see docs/scheduler.md). */
+    if (!device)
+        device = "cpu";
+    so.devices = device;
     if (sy_session_create(m, &so, &s) != SY_OK) {
         fprintf(stderr, "switchyard perplexity: %s\n", sy_runtime_last_error(rt));
         goto out_model;

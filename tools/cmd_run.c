@@ -21,10 +21,13 @@ static void usage(FILE *f)
             "usage: switchyard run [-m MODEL] [-p PROMPT] [-n N] [--chat] [--system TEXT]\n"
             "                      [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
             "                      [--repeat-penalty R] [--seed S] [--ctx N] [--kv-type f16|f32]\n"
-            "                      [--device NAME] [--truncate]\n"
+            "                      [--devices LIST] [--policy P] [--truncate]\n"
             "Generates up to N tokens (default 128) after PROMPT, streaming them, then prints\n"
+
             "load time, TTFT, prefill and decode tokens/s and peak RSS.  Without -m it uses\n"
-            "the default model %s (fetch it with tools/fetch-models.sh).\n",
+            "the default model %s (fetch it with tools/fetch-models.sh).\n"
+            "--devices: comma list of devices the scheduler may use (default: cpu);\n"
+            "--policy: latency (default), cpu-only or prefer:DEVICE.\n",
             SY_CLI_DEFAULT_MODEL);
 }
 
@@ -68,6 +71,8 @@ int sy_cli_run(int argc, char **argv)
             model = v, i++;
         } else if (strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0) {
             prompt = v, i++;
+        } else if (strcmp(a, "--policy") == 0) {
+            so.policy = v, i++;
         } else if (strcmp(a, "--system") == 0) {
             system = v, i++;
         } else if (strcmp(a, "--device") == 0 || strcmp(a, "--devices") == 0) {
@@ -122,7 +127,11 @@ int sy_cli_run(int argc, char **argv)
             }
         }
     }
-    so.device = device;
+    /* The CPU alone until profiles exist: unmeasured devices are planned
+     * from their own claims (see docs/scheduler.md). */
+    if (!device)
+        device = "cpu";
+    so.devices = device;
     if (!prompt)
         prompt = chat ? "Explain in two sentences why the sky is blue." : "The capital of France is";
 

@@ -13,7 +13,10 @@
 
 struct sy_session {
     sy_model *m;
-    uint32_t n_ctx, n_batch, n_past, dev;
+    sy_planner *planner;   /* plans every step; its cache makes repeats cheap */
+    sy_plan_options plan_opts;
+    char *devices, *policy;
+    uint32_t n_ctx, n_batch, n_past;
     sy_dtype kv_type;
     void **kv_k, **kv_v; /* per layer host buffers */
     uint64_t kv_bytes;
@@ -73,6 +76,9 @@ void sy_session_destroy(sy_session *s)
     free(s->tokens);
     free(s->positions);
     free(s->logits);
+    sy_planner_destroy(s->planner);
+    free(s->devices);
+    free(s->policy);
     free(s);
 }
 
@@ -99,37 +105,47 @@ sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_sess
         sy__runtime_set_error(rt, "session: context of %u tokens is out of range", n_ctx);
         return SY_E_INVALID_ARG;
     }
-    uint32_t dev = 0;
     sy_status st;
-    if (o.device) {
-        st = sy_runtime_find_device(rt, o.device, &dev);
-        if (st != SY_OK) {
+    /* Every named device must exist: a typo is an error, not a silent
+     * CPU-only run. */
+    for (const char *p = o.devices; p && *p;) {
+        size_t n = strcspn(p, ",");
+        char name[SY_NAME_MAX];
+        snprintf(name, sizeof name, "%.*s", (int)n, p);
+        uint32_t idx;
+        if (sy_runtime_find_device(rt, name, &idx) != SY_OK) {
             sy__runtime_set_error(rt, "session: no device named '%s' (see 'switchyard devices')",
-                                  o.device);
-            return st;
-        }
-    } else {
-        bool found = false;
-        for (uint32_t i = 0; i < sy_runtime_device_count(rt) && !found; i++) {
-            sy_device_desc d;
-            if (sy_runtime_query_device(rt, i, &d) == SY_OK && d.kind == SY_DEVICE_CPU) {
-                dev = i;
-                found = true;
-            }
-        }
-        if (!found) {
-            sy__runtime_set_error(rt, "session: no CPU device loaded (is the cpu plugin on "
-                                      "SWITCHYARD_PLUGIN_PATH? see 'switchyard devices')");
+                                  name);
             return SY_E_NOT_FOUND;
         }
+        p += n + (p[n] == ',');
+    }
+    if (sy_runtime_device_count(rt) == 0) {
+        sy__runtime_set_error(rt, "session: no device loaded (is a plugin on "
+                                  "SWITCHYARD_PLUGIN_PATH? see 'switchyard devices')");
+        return SY_E_NOT_FOUND;
     }
     sy_session *s = calloc(1, sizeof *s);
     if (!s)
         return SY_E_NO_MEMORY;
     s->m = m;
+    sy_plan_options_init(&s->plan_opts);
+    if ((o.devices && !(s->devices = strdup(o.devices))) ||
+        (o.policy && !(s->policy = strdup(o.policy)))) {
+        sy_session_destroy(s);
+        return SY_E_NO_MEMORY;
+    }
+    s->plan_opts.devices = s->devices;
+    s->plan_opts.policy = s->policy;
+    s->plan_opts.pins = o.pins;
+    s->plan_opts.n_pins = o.n_pins;
+    st = sy_planner_create(rt, &s->planner);
+    if (st != SY_OK) {
+        sy_session_destroy(s);
+        return st;
+    }
     s->n_ctx = n_ctx;
     s->n_batch = o.n_batch ? o.n_batch : 512;
-    s->dev = dev;
     s->kv_type = o.kv_type;
     uint64_t per = (uint64_t)hp->head_dim * hp->n_head_kv * n_ctx * sy_dtype_type_size(o.kv_type);
     s->kv_k = calloc(hp->n_layer, sizeof *s->kv_k);
@@ -194,10 +210,19 @@ static sy_status eval_chunk(sy_session *s, const int32_t *tokens, uint32_t n, bo
     sy_status st = sy__model_build_graph(s->m, &step, &g, s->err, sizeof s->err);
     if (st != SY_OK)
         return st;
-    st = sy_runtime_execute_on(s->m->rt, g, s->dev);
+    sy_plan *plan = NULL;
+    st = sy_planner_plan(s->planner, g, &s->plan_opts, &plan);
+    if (st != SY_OK) {
+        session_fail(s, st, "planning step at position %u: %s", s->n_past,
+                     sy_planner_last_error(s->planner));
+        sy_graph_destroy(g);
+        return st;
+    }
+    st = sy_runtime_execute_plan(s->m->rt, g, plan);
     if (st != SY_OK)
         session_fail(s, st, "executing step at position %u: %s", s->n_past,
                      sy_runtime_last_error(s->m->rt));
+    sy_plan_release(plan);
     sy_graph_destroy(g);
     if (st == SY_OK) {
         s->n_past += n;

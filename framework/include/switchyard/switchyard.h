@@ -242,8 +242,13 @@ typedef struct sy_session_options {
     uint32_t struct_size;  /* sizeof(sy_session_options) */
     uint32_t n_ctx;        /* context length in tokens; 0: min(4096, trained context) */
     sy_dtype kv_type;      /* SY_DTYPE_F16 (default) or SY_DTYPE_F32 */
-    const char *device;    /* device name ("cpu"); NULL: the first CPU device */
+    const char *devices;   /* comma list of devices the scheduler may use ("cpu,opencl:0");
+                            * NULL: every loaded device */
+    const char *policy;    /* "latency" (NULL), "cpu-only" or "prefer:DEVICE" */
     uint32_t n_batch;      /* prompt tokens per prefill step; 0: 512 */
+    const char *const *pins; /* n_pins "GLOB=DEVICE" placement pins, as sy_plan_options;
+                              * borrowed: must outlive the session */
+    uint32_t n_pins;
 } sy_session_options;
 
 void sy_session_options_init(sy_session_options *opts);
