@@ -30,7 +30,8 @@ static void pc_usage(FILE *f)
             "  --json            write the report as JSON instead of a table\n"
             "  --seed S          seed of the random inputs (default: fresh, printed)\n"
             "  --tolerance T     float, int8 (W8A8 activation rounding allowed) or auto\n"
-            "                    (int8 for NPU devices, float otherwise)\n"
+            "                    (int8 on NPUs and for matmuls with quantised weights,\n"
+            "                    float otherwise)\n"
             "  --verbose         show the plugin's log messages\n");
 }
 

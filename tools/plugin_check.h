@@ -24,7 +24,7 @@ typedef enum sy_pcheck_outcome {
 
 /* How closely device results must match the reference kernels. */
 typedef enum sy_pcheck_tolerance {
-    SY_PCHECK_TOL_AUTO = 0,  /* by device kind: NPU -> INT8, else FLOAT */
+    SY_PCHECK_TOL_AUTO = 0,  /* INT8 on NPUs and for block-quantised matmul weights, else FLOAT */
     SY_PCHECK_TOL_FLOAT = 1, /* float32 arithmetic (f16 where the op stores f16) */
     SY_PCHECK_TOL_INT8 = 2   /* int8 per-row activation quantisation (W8A8) allowed */
 } sy_pcheck_tolerance;

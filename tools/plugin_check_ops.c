@@ -8,10 +8,12 @@
  * to their root) and is compared with sy_graph_run_reference().
  *
  * Tolerances: FLOAT allows float32 rounding (and binary16/bfloat16/block
- * rounding where the op stores those types); INT8, the default for NPUs,
- * also allows what int8 per-row dynamic activation quantisation (W8A8)
- * costs: for matmul 0.5 * max|x_row| / 127 * sum|w| per output, for
- * add/mul half a step of each operand's row scale, and 2% elsewhere. */
+ * rounding where the op stores those types); INT8 also allows what int8
+ * per-row dynamic activation quantisation (W8A8) costs: for matmul
+ * 0.5 * max|x_row| / 127 * sum|w| per output, for add/mul half a step of
+ * each operand's row scale, and 2% elsewhere.  AUTO (the default) picks
+ * per case: INT8 on NPUs and for matmuls with block-quantised weights
+ * anywhere, FLOAT otherwise. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,6 +418,20 @@ out_free:
     return out;
 }
 
+/* Whether |node| may carry the error of int8 activation quantisation:
+ * always on an NPU; elsewhere for matmuls with block-quantised weights,
+ * which CPU and GPU backends commonly run as integer dot products against
+ * activations quantised to 8 bits (llama.cpp's Q8 path). */
+static bool pc_int8_allowed(sy_pcheck_tolerance tl, const sy_device_desc *desc,
+                            const sy_node *node)
+{
+    if (tl != SY_PCHECK_TOL_AUTO)
+        return tl == SY_PCHECK_TOL_INT8;
+    if (desc->kind == SY_DEVICE_NPU)
+        return true;
+    return node->op == SY_OP_MATMUL && sy_dtype_is_quantized(node->inputs[0]->dtype);
+}
+
 sy_pcheck_outcome pcheck_case_run(pcheck_run *run, void *state, uint32_t dev,
                                   const sy_device_desc *desc, pcheck_case *c, char *detail,
                                   size_t detail_size)
@@ -448,10 +464,8 @@ sy_pcheck_outcome pcheck_case_run(pcheck_run *run, void *state, uint32_t dev,
             snprintf(detail, detail_size, "device run failed: %s", sy_status_name(st));
         goto out_free;
     }
-    sy_pcheck_tolerance tl = run->opts->tolerance;
-    if (tl == SY_PCHECK_TOL_AUTO)
-        tl = desc->kind == SY_DEVICE_NPU ? SY_PCHECK_TOL_INT8 : SY_PCHECK_TOL_FLOAT;
-    out = pc_compare(c, tl == SY_PCHECK_TOL_INT8, want, got, detail, detail_size);
+    out = pc_compare(c, pc_int8_allowed(run->opts->tolerance, desc, c->node), want, got, detail,
+                     detail_size);
     /* Informative only: a plugin may use the host's kernels. */
     if (pcheck_host_reference_calls(&run->host) != ref_before) {
         const size_t used = strlen(detail);

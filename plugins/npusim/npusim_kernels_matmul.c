@@ -22,18 +22,45 @@
 #include "npusim_internal.h"
 #include "quants_internal.h"
 
+/* binary16 to float32, exact for every value (normals and subnormals
+ * through one multiplication by 2^112); inline because it runs once per
+ * weight block. */
+static inline float npu_f16_to_f32(uint16_t h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    const uint32_t em = h & 0x7fffu;
+    uint32_t bits;
+    float f;
+    if (em >= 0x7c00u) {
+        bits = sign | 0x7f800000u | ((em & 0x3ffu) << 13);
+        memcpy(&f, &bits, sizeof f);
+        return f;
+    }
+    bits = em << 13;
+    memcpy(&f, &bits, sizeof f);
+    f *= 0x1p112f;
+    memcpy(&bits, &f, sizeof bits);
+    bits |= sign;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
 /* Unpacks |nblocks| weight blocks of |dtype| into int16 values, block
  * scales and block minimums.  Returns whether the dtype has minimums. */
 static bool npu_unpack_weights(uint32_t dtype, const unsigned char *src, int64_t nblocks,
-                               int16_t *q, float *d, float *mins)
+                               int16_t *restrict q, float *restrict d, float *restrict mins)
 {
     switch (dtype) {
     case SY_DTYPE_Q8_0:
         for (int64_t b = 0; b < nblocks; b++) {
-            const sy_block_q8_0 *blk = (const sy_block_q8_0 *)src + b;
-            d[b] = sy__fp16_to_f32(blk->d);
+            const unsigned char *blk = src + b * (int64_t)sizeof(sy_block_q8_0);
+            uint16_t h;
+            memcpy(&h, blk, sizeof h);
+            d[b] = npu_f16_to_f32(h);
+            const int8_t *restrict qs = (const int8_t *)(blk + offsetof(sy_block_q8_0, qs));
+            int16_t *restrict out = q + b * NPU_QK;
             for (int j = 0; j < NPU_QK; j++)
-                q[b * NPU_QK + j] = blk->qs[j];
+                out[j] = qs[j];
         }
         return false;
     case SY_DTYPE_Q4_0:
@@ -45,14 +72,14 @@ static bool npu_unpack_weights(uint32_t dtype, const unsigned char *src, int64_t
             const unsigned char *blk = src + b * (int64_t)bsz;
             uint16_t h;
             memcpy(&h, blk, sizeof h);
-            d[b] = sy__fp16_to_f32(h);
+            d[b] = npu_f16_to_f32(h);
             if (asym) {
                 memcpy(&h, blk + offsetof(sy_block_q4_1, m), sizeof h);
-                mins[b] = sy__fp16_to_f32(h);
+                mins[b] = npu_f16_to_f32(h);
             }
-            const unsigned char *qs =
+            const unsigned char *restrict qs =
                 blk + (asym ? offsetof(sy_block_q4_1, qs) : offsetof(sy_block_q4_0, qs));
-            int16_t *out = q + b * NPU_QK;
+            int16_t *restrict out = q + b * NPU_QK;
             for (int j = 0; j < NPU_QK / 2; j++) {
                 out[j] = (int16_t)((qs[j] & 0x0f) - off);
                 out[j + NPU_QK / 2] = (int16_t)((qs[j] >> 4) - off);
@@ -71,15 +98,15 @@ static bool npu_unpack_weights(uint32_t dtype, const unsigned char *src, int64_t
             const unsigned char *blk = src + b * (int64_t)bsz;
             uint16_t h;
             memcpy(&h, blk, sizeof h);
-            d[b] = sy__fp16_to_f32(h);
+            d[b] = npu_f16_to_f32(h);
             if (asym) {
                 memcpy(&h, blk + offsetof(sy_block_q5_1, m), sizeof h);
-                mins[b] = sy__fp16_to_f32(h);
+                mins[b] = npu_f16_to_f32(h);
             }
             uint32_t qh;
             memcpy(&qh, blk + qh_at, sizeof qh);
-            const unsigned char *qs = blk + qs_at;
-            int16_t *out = q + b * NPU_QK;
+            const unsigned char *restrict qs = blk + qs_at;
+            int16_t *restrict out = q + b * NPU_QK;
             for (int j = 0; j < NPU_QK / 2; j++) {
                 const int lo = (qs[j] & 0x0f) | (int)(((qh >> j) & 1u) << 4);
                 const int hi = (qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1u) << 4);
