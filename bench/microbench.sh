@@ -10,7 +10,7 @@ cc=${CC:-cc}
 p=$root/plugins/cpu
 flags="-std=c11 -O2 -D_GNU_SOURCE -I$root/framework/include -I$root/ops -I$p \
     -I${MESON_BUILD_ROOT:-$root/build-perf}/framework/include"
-$cc $flags ${VARIANT_CFLAGS:-} -c "$root/bench/qdot_variant.c" -o "$out-variant.o"
+$cc ${VARIANT_CFLAGS:-} $flags -c "$root/bench/qdot_variant.c" -o "$out-variant.o"
 $cc $flags \
     "$root/bench/microbench.c" "$p/cpu_threadpool.c" "$p/cpu_isa.c" "$p/cpu_kernels_scalar.c" \
     "$p/cpu_kernels_avx2.c" "$p/cpu_kernels_qdot_scalar.c" "$p/cpu_kernels_qdot_avx2.c" \

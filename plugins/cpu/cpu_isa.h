@@ -25,12 +25,13 @@ typedef void (*cpu_dequant_fn)(const void *src, float *dst, int64_t n);
 
 /* Q8 columns: the quantized matmul quantizes each activation column of K
  * elements (K a multiple of 32) once, into
- *   int8_t qs[K]      round(x / d) per 32-element block, in [-127, 127]
- *   float  d[K / 32]  block scale: max |x| / 127 (0 for an all-zero block)
- *   float  ds[K / 32] d * the sum of the block's qs
- * padded to 64 bytes; the integer dot products read weight blocks against
- * them (ds serves formats with a min or an offset: Q4_0/Q5_0 centre their
- * quants, Q4_1/Q5_1/Q4_K/Q5_K subtract a min). */
+ *   int8_t qs[K]          round(x / d) per 32-element block, in [-127, 127]
+ *   float  sc[2 * K / 32] per block: d = max |x| / 127 (0 for an all-zero
+ *                         block), then ds = d * the sum of the block's qs
+ * padded to 64 bytes.  The integer dot products read weight blocks against
+ * them; ds serves formats with a min or an offset (Q4_0/Q5_0 centre their
+ * quants, Q4_1/Q5_1/Q4_K/Q5_K subtract a min), and keeping it next to d
+ * lets one vector multiply scale a weight block's (d, min) pair. */
 #define CPU_Q8_BLOCK 32
 /* Columns one qdot call handles; a prefill reuses each unpacked weight
  * block for this many columns. */
@@ -42,15 +43,10 @@ static inline size_t cpu_q8_col_bytes(int64_t k)
     return ((size_t)k + 2 * sizeof(float) * (size_t)(k / CPU_Q8_BLOCK) + 63) & ~(size_t)63;
 }
 
-/* The scales d and d * sum of the Q8 column at |col| of |k| elements. */
-static inline const float *cpu_q8_d(const void *col, int64_t k)
+/* The (d, ds) pairs of the Q8 column at |col| of |k| elements. */
+static inline const float *cpu_q8_scales(const void *col, int64_t k)
 {
     return (const float *)((const int8_t *)col + k);
-}
-
-static inline const float *cpu_q8_ds(const void *col, int64_t k)
-{
-    return cpu_q8_d(col, k) + k / CPU_Q8_BLOCK;
 }
 
 /* Quantizes |k| floats (a multiple of 32) into the Q8 column at |out|. */

@@ -16,6 +16,15 @@ cpu_qd_dot(__m256i u, __m256i s)
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
+/* Sum of two such dots: the int16 pair sums of both maddubs fit int16
+ * (each below 2 * 31 * 127), so they are added before one madd. */
+static inline __attribute__((target(CPU_QD_TARGET), always_inline)) __m256i
+cpu_qd_dot2(__m256i u1, __m256i s1, __m256i u2, __m256i s2)
+{
+    return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(u1, s1), _mm256_maddubs_epi16(u2, s2)),
+                             _mm256_set1_epi16(1));
+}
+
 #include "cpu_qdot_x86.inc"
 
 #endif

@@ -14,6 +14,12 @@ cpu_qd_dot(__m256i u, __m256i s)
     return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u, s);
 }
 
+static inline __attribute__((target(CPU_QD_TARGET), always_inline)) __m256i
+cpu_qd_dot2(__m256i u1, __m256i s1, __m256i u2, __m256i s2)
+{
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), u1, s1), u2, s2);
+}
+
 #include "cpu_qdot_x86.inc"
 
 #endif

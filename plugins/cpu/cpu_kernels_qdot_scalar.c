@@ -14,8 +14,7 @@
 void cpu_scalar_quantize_q8(const float *src, void *dst, int64_t k)
 {
     int8_t *qs = dst;
-    float *d = (float *)(qs + k);
-    float *ds = d + k / CPU_Q8_BLOCK;
+    float *sc = (float *)(qs + k);
     for (int64_t b = 0; b < k / CPU_Q8_BLOCK; b++) {
         const float *x = src + b * CPU_Q8_BLOCK;
         float amax = 0.0f;
@@ -31,8 +30,8 @@ void cpu_scalar_quantize_q8(const float *src, void *dst, int64_t k)
             qs[b * CPU_Q8_BLOCK + j] = (int8_t)v;
             sum += (int)v;
         }
-        d[b] = db;
-        ds[b] = db * (float)sum;
+        sc[2 * b] = db;
+        sc[2 * b + 1] = db * (float)sum;
     }
 }
 
@@ -46,24 +45,25 @@ static int32_t cpu_scalar_idot(const int8_t *a, const int8_t *b, int n)
 }
 
 /* The column loop shared by every kernel below: |col_dot| computes one
- * column's dot from the weight row, the column's quants and scales. */
-typedef float (*cpu_scalar_col_fn)(const void *w, const int8_t *qs, const float *d, int64_t k);
+ * column's dot from the weight row, the column's quants and its (d, ds)
+ * pairs (only d is read: the reference sums the quants itself). */
+typedef float (*cpu_scalar_col_fn)(const void *w, const int8_t *qs, const float *sc, int64_t k);
 
 static void cpu_scalar_cols(cpu_scalar_col_fn col_dot, const void *w, const void *x,
                             size_t x_stride, int nc, int64_t k, float *out)
 {
     for (int c = 0; c < nc; c++) {
         const uint8_t *col = (const uint8_t *)x + (size_t)c * x_stride;
-        out[c] = col_dot(w, (const int8_t *)col, cpu_q8_d(col, k), k);
+        out[c] = col_dot(w, (const int8_t *)col, cpu_q8_scales(col, k), k);
     }
 }
 
-static float cpu_scalar_col_q8_0(const void *w, const int8_t *qs, const float *d, int64_t k)
+static float cpu_scalar_col_q8_0(const void *w, const int8_t *qs, const float *sc, int64_t k)
 {
     const sy_block_q8_0 *b = w;
     float acc = 0.0f;
     for (int64_t i = 0; i < k / SY_QK; i++)
-        acc += sy__fp16_to_f32(b[i].d) * d[i] * (float)cpu_scalar_idot(b[i].qs, qs + i * SY_QK, SY_QK);
+        acc += sy__fp16_to_f32(b[i].d) * sc[2 * i] * (float)cpu_scalar_idot(b[i].qs, qs + i * SY_QK, SY_QK);
     return acc;
 }
 
@@ -92,29 +92,29 @@ static uint32_t cpu_scalar_qh(const uint8_t qh[4])
     return v;
 }
 
-static float cpu_scalar_col_q4_0(const void *w, const int8_t *qs, const float *d, int64_t k)
+static float cpu_scalar_col_q4_0(const void *w, const int8_t *qs, const float *sc, int64_t k)
 {
     const sy_block_q4_0 *b = w;
     float acc = 0.0f;
     for (int64_t i = 0; i < k / SY_QK; i++)
-        acc += sy__fp16_to_f32(b[i].d) * d[i] *
+        acc += sy__fp16_to_f32(b[i].d) * sc[2 * i] *
                (float)cpu_scalar_idot_q4(b[i].qs, 0, 8, qs + i * SY_QK);
     return acc;
 }
 
-static float cpu_scalar_col_q5_0(const void *w, const int8_t *qs, const float *d, int64_t k)
+static float cpu_scalar_col_q5_0(const void *w, const int8_t *qs, const float *sc, int64_t k)
 {
     const sy_block_q5_0 *b = w;
     float acc = 0.0f;
     for (int64_t i = 0; i < k / SY_QK; i++)
-        acc += sy__fp16_to_f32(b[i].d) * d[i] *
+        acc += sy__fp16_to_f32(b[i].d) * sc[2 * i] *
                (float)cpu_scalar_idot_q4(b[i].qs, cpu_scalar_qh(b[i].qh), 16, qs + i * SY_QK);
     return acc;
 }
 
 /* Q4_1/Q5_1: value = q * dw + m, so a block contributes
  * dw * dx * sum(q * q8) + m * dx * sum(q8). */
-static float cpu_scalar_col_q4_1(const void *w, const int8_t *qs, const float *d, int64_t k)
+static float cpu_scalar_col_q4_1(const void *w, const int8_t *qs, const float *sc, int64_t k)
 {
     const sy_block_q4_1 *b = w;
     float acc = 0.0f;
@@ -123,13 +123,13 @@ static float cpu_scalar_col_q4_1(const void *w, const int8_t *qs, const float *d
         int32_t s8 = 0;
         for (int j = 0; j < SY_QK; j++)
             s8 += q8[j];
-        acc += d[i] * (sy__fp16_to_f32(b[i].d) * (float)cpu_scalar_idot_q4(b[i].qs, 0, 0, q8) +
+        acc += sc[2 * i] * (sy__fp16_to_f32(b[i].d) * (float)cpu_scalar_idot_q4(b[i].qs, 0, 0, q8) +
                        sy__fp16_to_f32(b[i].m) * (float)s8);
     }
     return acc;
 }
 
-static float cpu_scalar_col_q5_1(const void *w, const int8_t *qs, const float *d, int64_t k)
+static float cpu_scalar_col_q5_1(const void *w, const int8_t *qs, const float *sc, int64_t k)
 {
     const sy_block_q5_1 *b = w;
     float acc = 0.0f;
@@ -139,7 +139,7 @@ static float cpu_scalar_col_q5_1(const void *w, const int8_t *qs, const float *d
         for (int j = 0; j < SY_QK; j++)
             s8 += q8[j];
         const int32_t dot = cpu_scalar_idot_q4(b[i].qs, cpu_scalar_qh(b[i].qh), 0, q8);
-        acc += d[i] * (sy__fp16_to_f32(b[i].d) * (float)dot + sy__fp16_to_f32(b[i].m) * (float)s8);
+        acc += sc[2 * i] * (sy__fp16_to_f32(b[i].d) * (float)dot + sy__fp16_to_f32(b[i].m) * (float)s8);
     }
     return acc;
 }
@@ -161,7 +161,7 @@ static void cpu_scalar_k4_scale_min(const uint8_t *q, int j, int *out_scale, int
  * Q5_K; value = d * scale_j * q - dmin * min_j. */
 static float cpu_scalar_col_k(const uint16_t *dd, const uint16_t *dmin, const uint8_t *scales,
                               const uint8_t *qs4, const uint8_t *qh, const int8_t *q8,
-                              const float *d8)
+                              const float *sc8)
 {
     const float d = sy__fp16_to_f32(*dd), m = sy__fp16_to_f32(*dmin);
     float acc = 0.0f;
@@ -177,28 +177,28 @@ static float cpu_scalar_col_k(const uint16_t *dd, const uint16_t *dmin, const ui
         }
         int sc, mn;
         cpu_scalar_k4_scale_min(scales, j, &sc, &mn);
-        acc += d8[j] * (d * (float)sc * (float)dot - m * (float)mn * (float)s8);
+        acc += sc8[2 * j] * (d * (float)sc * (float)dot - m * (float)mn * (float)s8);
     }
     return acc;
 }
 
-static float cpu_scalar_col_q4_k(const void *w, const int8_t *qs, const float *d, int64_t k)
+static float cpu_scalar_col_q4_k(const void *w, const int8_t *qs, const float *sc, int64_t k)
 {
     const sy_block_q4_k *b = w;
     float acc = 0.0f;
     for (int64_t i = 0; i < k / SY_QK_K; i++)
         acc += cpu_scalar_col_k(&b[i].d, &b[i].dmin, b[i].scales, b[i].qs, NULL,
-                                qs + i * SY_QK_K, d + i * (SY_QK_K / 32));
+                                qs + i * SY_QK_K, sc + 2 * i * (SY_QK_K / 32));
     return acc;
 }
 
-static float cpu_scalar_col_q5_k(const void *w, const int8_t *qs, const float *d, int64_t k)
+static float cpu_scalar_col_q5_k(const void *w, const int8_t *qs, const float *sc, int64_t k)
 {
     const sy_block_q5_k *b = w;
     float acc = 0.0f;
     for (int64_t i = 0; i < k / SY_QK_K; i++)
         acc += cpu_scalar_col_k(&b[i].d, &b[i].dmin, b[i].scales, b[i].qs, b[i].qh,
-                                qs + i * SY_QK_K, d + i * (SY_QK_K / 32));
+                                qs + i * SY_QK_K, sc + 2 * i * (SY_QK_K / 32));
     return acc;
 }
 
@@ -206,7 +206,7 @@ static float cpu_scalar_col_q5_k(const void *w, const int8_t *qs, const float *d
  * takes 4 bits from ql[l + 32 * (g & 1)] (low nibble for g < 2, high
  * above) and 2 bits from qh[l] at bit 2g; value = d * scale * (q - 32)
  * with one int8 scale per 16 elements. */
-static float cpu_scalar_col_q6_k(const void *w, const int8_t *qs, const float *d, int64_t k)
+static float cpu_scalar_col_q6_k(const void *w, const int8_t *qs, const float *sc, int64_t k)
 {
     const sy_block_q6_k *b = w;
     float acc = 0.0f;
@@ -223,7 +223,7 @@ static float cpu_scalar_col_q6_k(const void *w, const int8_t *qs, const float *d
                 const int v = (lo | (((qh[l] >> (2 * g)) & 3) << 4)) - 32;
                 dot += b[i].scales[8 * half + 2 * g + l / 16] * v * q8[l];
             }
-            acc += dw * d[i * (SY_QK_K / 32) + s] * (float)dot;
+            acc += dw * sc[2 * (i * (SY_QK_K / 32) + s)] * (float)dot;
         }
     }
     return acc;

@@ -67,18 +67,18 @@ Test(cpu_qdot, quantizes_columns_alike_on_every_table)
         fill_activations(&r, x, k);
         memset(want, 0, bytes);
         cpu_isa_scalar_table()->quantize_q8(x, want, k);
-        const float *d = cpu_q8_d(want, k), *ds = cpu_q8_ds(want, k);
+        const float *sc = cpu_q8_scales(want, k);
         for (int64_t b = 0; b < k / 32; b++) {
             int sum = 0;
             for (int j = 0; j < 32; j++) {
                 const int8_t q = (int8_t)want[b * 32 + j];
                 cr_assert(q >= -127);
-                cr_assert(fabsf(x[b * 32 + j] - q * d[b]) <= 0.5001f * d[b],
+                cr_assert(fabsf(x[b * 32 + j] - q * sc[2 * b]) <= 0.5001f * sc[2 * b],
                           "seed %llu: x = %g quantized to %d * %g", (unsigned long long)r.seed,
-                          (double)x[b * 32 + j], q, (double)d[b]);
+                          (double)x[b * 32 + j], q, (double)sc[2 * b]);
                 sum += q;
             }
-            cr_assert_eq(ds[b], d[b] * (float)sum, "seed %llu: block %lld",
+            cr_assert_eq(sc[2 * b + 1], sc[2 * b] * (float)sum, "seed %llu: block %lld",
                          (unsigned long long)r.seed, (long long)b);
         }
         for (size_t t = 0; t < N_TABLES; t++) {
@@ -115,10 +115,10 @@ static void exact_dot(sy_dtype t, const void *w, const uint8_t *col, int64_t k, 
     float *wf = xalloc(sizeof(float) * k);
     cr_assert_eq(sy__dequantize_row(t, w, wf, k), SY_OK);
     const int8_t *q = (const int8_t *)col;
-    const float *d = cpu_q8_d(col, k);
+    const float *sc = cpu_q8_scales(col, k);
     double dot = 0.0, mag = 0.0;
     for (int64_t i = 0; i < k; i++) {
-        const double v = (double)wf[i] * ((double)q[i] * (double)d[i / 32]);
+        const double v = (double)wf[i] * ((double)q[i] * (double)sc[2 * (i / 32)]);
         dot += v;
         mag += fabs(v);
     }
