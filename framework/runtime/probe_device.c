@@ -1,0 +1,172 @@
+/* Device side of the probe: small graphs timed on each device with the
+ * bench helper (execute + synchronize, no transfers inside the timing):
+ * a large F32 add for bandwidth, an F32 matmul for FLOP/s, a 16-element
+ * add for the per-launch overhead; and the plugin's copy_in / copy_out for
+ * host<->device transfers at three sizes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "probe.h"
+#include "runtime_internal.h"
+
+/* Seconds one measurement may take before it stops repeating. */
+#define DEV_BUDGET_S 0.6
+
+static void dev_fail(sy_probe_device *out, const char *what, sy_runtime *rt, sy_status st)
+{
+    if (out->error[0])
+        return;
+    const char *detail = sy_runtime_last_error(rt);
+    snprintf(out->error, sizeof out->error, "%s: %s%s%s", what, sy_status_name(st),
+             detail[0] ? ": " : "", detail);
+}
+
+/* Builds a graph of one node |op| on F32 inputs of the given shapes. */
+static sy_status dev_graph(sy_op op, sy_dtype a_type, const int64_t *a_ne, const int64_t *b_ne,
+                           sy_graph **out_g)
+{
+    sy_graph *g = NULL;
+    sy_status st = sy_graph_create(&g);
+    if (st != SY_OK)
+        return st;
+    sy_tensor *a = NULL, *b = NULL, *c = NULL;
+    st = sy_graph_add_tensor(g, "a", a_type, 2, a_ne, SY_ROLE_WEIGHT, NULL, &a);
+    if (st == SY_OK)
+        st = sy_graph_add_tensor(g, "b", SY_DTYPE_F32, 2, b_ne, SY_ROLE_INPUT, NULL, &b);
+    sy_tensor *in[2] = {a, b};
+    if (st == SY_OK)
+        st = sy_graph_add_node(g, op, "probe", in, 2, NULL, &c);
+    if (st == SY_OK)
+        st = sy_graph_freeze(g);
+    if (st != SY_OK) {
+        sy_graph_destroy(g);
+        return st;
+    }
+    *out_g = g;
+    return SY_OK;
+}
+
+/* Median seconds of the single node of a dev_graph() on |dev|. */
+static sy_status dev_time(sy_runtime *rt, uint32_t dev, sy_op op, sy_dtype a_type,
+                          const int64_t *a_ne,
+                          const int64_t *b_ne, uint32_t reps, double *out_s, uint64_t *out_flops,
+                          uint64_t *out_bytes)
+{
+    sy_graph *g = NULL;
+    sy_status st = dev_graph(op, a_type, a_ne, b_ne, &g);
+    if (st != SY_OK)
+        return st;
+    sy_op_cost(sy_graph_node(g, 0), out_flops, out_bytes);
+    sy_bench *b = NULL;
+    st = sy_bench_create(rt, g, dev, &b);
+    if (st == SY_OK)
+        st = sy_bench_time(b, 0, 1, 1, reps, DEV_BUDGET_S, out_s);
+    sy_bench_destroy(b);
+    sy_graph_destroy(g);
+    return st;
+}
+
+static int dev_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void dev_transfers(sy_runtime *rt, const sy__device *d, bool quick, sy_probe_device *out)
+{
+    static const uint64_t sizes[SY_PROBE_N_XFER_SIZES] = {4096, 1u << 20, 16u << 20};
+    const sy__plugin *p = d->plugin;
+    uint64_t max = quick ? (4u << 20) : sizes[SY_PROBE_N_XFER_SIZES - 1];
+    void *buf = NULL;
+    unsigned char *host = malloc((size_t)max);
+    sy_status st = host ? p->desc.buffer_alloc(p->state, d->index, max, &buf) : SY_E_NO_MEMORY;
+    if (st != SY_OK) {
+        free(host);
+        dev_fail(out, "transfer buffer", rt, st);
+        return;
+    }
+    memset(host, 3, (size_t)max);
+    for (uint32_t k = 0; k < SY_PROBE_N_XFER_SIZES && st == SY_OK; k++) {
+        uint64_t n = sizes[k] < max ? sizes[k] : max;
+        double t_in[9], t_out[9];
+        uint32_t reps = n <= (1u << 20) ? 9 : 5;
+        for (uint32_t r = 0; r < reps && st == SY_OK; r++) {
+            double t0 = sy__probe_now();
+            st = p->desc.copy_in(p->state, d->index, buf, 0, host, n);
+            if (st == SY_OK)
+                st = p->desc.synchronize(p->state, d->index);
+            double t1 = sy__probe_now();
+            if (st == SY_OK)
+                st = p->desc.copy_out(p->state, d->index, buf, 0, host, n);
+            if (st == SY_OK)
+                st = p->desc.synchronize(p->state, d->index);
+            t_in[r] = t1 - t0;
+            t_out[r] = sy__probe_now() - t1;
+        }
+        if (st != SY_OK)
+            break;
+        qsort(t_in, reps, sizeof(double), dev_cmp);
+        qsort(t_out, reps, sizeof(double), dev_cmp);
+        out->xfer[k] = (sy_probe_xfer){.bytes = n, .h2d_s = t_in[reps / 2],
+                                       .d2h_s = t_out[reps / 2]};
+    }
+    p->desc.buffer_free(p->state, d->index, buf);
+    free(host);
+    if (st != SY_OK) {
+        dev_fail(out, "transfer", rt, st);
+        return;
+    }
+    /* Latency: the smallest copy.  Bandwidth: the slope between the
+     * smallest and the largest, so the fixed cost does not dilute it. */
+    const sy_probe_xfer *lo = &out->xfer[0], *hi = &out->xfer[SY_PROBE_N_XFER_SIZES - 1];
+    out->h2d_latency_s = lo->h2d_s;
+    out->d2h_latency_s = lo->d2h_s;
+    double db = (double)(hi->bytes - lo->bytes);
+    out->h2d_bps = hi->h2d_s > lo->h2d_s ? db / (hi->h2d_s - lo->h2d_s) : db / hi->h2d_s;
+    out->d2h_bps = hi->d2h_s > lo->d2h_s ? db / (hi->d2h_s - lo->d2h_s) : db / hi->d2h_s;
+}
+
+void sy__probe_device(sy_runtime *rt, uint32_t dev, bool quick, sy_probe_device *out)
+{
+    memset(out, 0, sizeof *out);
+    const sy__device *d = &rt->devices[dev];
+    snprintf(out->name, sizeof out->name, "%s", d->desc.name);
+    snprintf(out->plugin, sizeof out->plugin, "%s", d->plugin->desc.name);
+    snprintf(out->plugin_version, sizeof out->plugin_version, "%s",
+             d->plugin->desc.version ? d->plugin->desc.version : "");
+    snprintf(out->model, sizeof out->model, "%s", d->desc.model);
+    snprintf(out->driver, sizeof out->driver, "%s", d->desc.driver);
+    out->kind = d->desc.kind;
+    out->memory_bytes = d->desc.memory_bytes;
+    out->unified_memory = d->desc.unified_memory != 0;
+    out->compute_units = d->desc.compute_units;
+
+    uint64_t flops, bytes;
+    double s = 0;
+    /* Bandwidth: c = a + b over 4 Mi floats (48 MiB moved), 1 Mi when quick. */
+    int64_t n = quick ? (1 << 20) : (4 << 20);
+    int64_t vec[2] = {n, 1};
+    sy_status st = dev_time(rt, dev, SY_OP_ADD, SY_DTYPE_F32, vec, vec, quick ? 3 : 5, &s, &flops, &bytes);
+    if (st == SY_OK && s > 0)
+        out->bandwidth_bps = (double)bytes / s;
+    else
+        dev_fail(out, "bandwidth (add)", rt, st);
+    /* Arithmetic: W[1024 x 1024] x X[1024 x 128], 268 MFLOP (256 x 64 when
+     * quick); F32 weights, else Q8_0 where the device refuses F32. */
+    int64_t k = quick ? 256 : 1024, m = quick ? 64 : 128;
+    int64_t w_ne[2] = {k, k}, x_ne[2] = {k, m};
+    st = dev_time(rt, dev, SY_OP_MATMUL, SY_DTYPE_F32, w_ne, x_ne, 3, &s, &flops, &bytes);
+    if (st == SY_E_UNSUPPORTED) /* NPUs take quantised weights only */
+        st = dev_time(rt, dev, SY_OP_MATMUL, SY_DTYPE_Q8_0, w_ne, x_ne, 3, &s, &flops, &bytes);
+    if (st == SY_OK && s > 0)
+        out->flops = (double)flops / s;
+    else
+        dev_fail(out, "arithmetic (matmul)", rt, st);
+    int64_t tiny[2] = {16, 1};
+    st = dev_time(rt, dev, SY_OP_ADD, SY_DTYPE_F32, tiny, tiny, quick ? 11 : 31, &s, &flops, &bytes);
+    if (st == SY_OK)
+        out->launch_s = s;
+    else
+        dev_fail(out, "launch (tiny add)", rt, st);
+    dev_transfers(rt, d, quick, out);
+}

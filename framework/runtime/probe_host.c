@@ -1,0 +1,251 @@
+/* Host side of the probe: hwloc topology and memory bandwidth measured with
+ * 1..N threads, each pinned to its own core, over a buffer well past the
+ * last-level cache (4 x L3, at least 64 MiB, at most 512 MiB and a quarter
+ * of the available memory). */
+#include <hwloc.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "probe.h"
+#include "runtime_internal.h"
+
+#define MIB (1024ull * 1024ull)
+
+uint64_t sy__probe_memory_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    unsigned long long kib = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+            break;
+    fclose(f);
+    return (uint64_t)kib * 1024u;
+}
+
+static void host_cpu_model(char *out, size_t size)
+{
+    snprintf(out, size, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0)
+            continue;
+        const char *v = strchr(line, ':');
+        if (!v)
+            break;
+        v++;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        size_t n = strcspn(v, "\n");
+        snprintf(out, size, "%.*s", (int)n, v);
+        break;
+    }
+    fclose(f);
+}
+
+static uint64_t host_cache_size(hwloc_topology_t topo, hwloc_obj_type_t type)
+{
+    hwloc_obj_t o = hwloc_get_obj_by_type(topo, type, 0);
+    return o && o->attr ? o->attr->cache.size : 0;
+}
+
+sy_status sy__probe_host_topology(sy_runtime *rt, sy_probe *p)
+{
+    host_cpu_model(p->cpu_model, sizeof p->cpu_model);
+    sy_runtime_query_topology(rt, p->topology, sizeof p->topology);
+    hwloc_topology_t topo;
+    if (hwloc_topology_init(&topo) != 0)
+        return SY_E_NO_MEMORY;
+    if (hwloc_topology_load(topo) != 0) {
+        hwloc_topology_destroy(topo);
+        sy__runtime_set_error(rt, "probe: hwloc cannot load the topology");
+        return SY_E_DEVICE;
+    }
+    p->packages = (uint32_t)hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
+    p->cores = (uint32_t)hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    p->pus = (uint32_t)hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU);
+    p->numa_nodes = (uint32_t)hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE);
+    p->l1d_bytes = host_cache_size(topo, HWLOC_OBJ_L1CACHE);
+    p->l2_bytes = host_cache_size(topo, HWLOC_OBJ_L2CACHE);
+    p->l3_bytes = host_cache_size(topo, HWLOC_OBJ_L3CACHE);
+    p->memory_total = hwloc_get_root_obj(topo)->total_memory;
+    /* hwloc restricts the topology to this process's cpuset by default, so
+     * every core listed is usable. */
+    p->cores_allowed = p->cores ? p->cores : 1;
+    hwloc_topology_destroy(topo);
+    p->memory_available = sy__probe_memory_available();
+    return SY_OK;
+}
+
+/* ----------------------------------------------------------- bandwidth */
+
+typedef struct bw_shared {
+    hwloc_topology_t topo;
+    pthread_barrier_t barrier;
+    uint32_t n_threads, reps;
+    bool copy;
+    unsigned char *src, *dst;
+    size_t bytes; /* per buffer */
+    double *times; /* reps, written by thread 0 */
+    volatile uint64_t sink;
+} bw_shared;
+
+typedef struct bw_thread {
+    bw_shared *s;
+    uint32_t index;
+    pthread_t tid;
+} bw_thread;
+
+static uint64_t bw_read(const uint64_t *p, size_t n)
+{
+    /* Four independent sums so the loop is bound by memory, not by one
+     * dependency chain. */
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        a += p[i];
+        b += p[i + 1];
+        c += p[i + 2];
+        d += p[i + 3];
+    }
+    for (; i < n; i++)
+        a += p[i];
+    return a + b + c + d;
+}
+
+static void *bw_main(void *arg)
+{
+    bw_thread *t = arg;
+    bw_shared *s = t->s;
+    hwloc_obj_t core = hwloc_get_obj_by_type(s->topo, HWLOC_OBJ_CORE, t->index);
+    if (core && core->cpuset) {
+        hwloc_bitmap_t set = hwloc_bitmap_dup(core->cpuset);
+        if (set) {
+            hwloc_bitmap_singlify(set);
+            hwloc_set_cpubind(s->topo, set, HWLOC_CPUBIND_THREAD);
+            hwloc_bitmap_free(set);
+        }
+    }
+    size_t chunk = (s->bytes / s->n_threads) & ~(size_t)63;
+    size_t off = chunk * t->index;
+    uint64_t acc = 0;
+    for (uint32_t r = 0; r < s->reps; r++) {
+        pthread_barrier_wait(&s->barrier);
+        double t0 = t->index == 0 ? sy__probe_now() : 0;
+        if (s->copy)
+            memcpy(s->dst + off, s->src + off, chunk);
+        else
+            acc += bw_read((const uint64_t *)(s->src + off), chunk / sizeof(uint64_t));
+        pthread_barrier_wait(&s->barrier);
+        if (t->index == 0)
+            s->times[r] = sy__probe_now() - t0;
+    }
+    s->sink += acc;
+    return NULL;
+}
+
+static int bw_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median seconds of one pass over the buffer with |n| threads. */
+static sy_status bw_run(bw_shared *s, uint32_t n, bool copy, double *out_s)
+{
+    *out_s = 0;
+    s->n_threads = n;
+    s->copy = copy;
+    bw_thread th[SY_PROBE_MAX_THREAD_COUNTS * 16];
+    if (n > sizeof th / sizeof th[0] || pthread_barrier_init(&s->barrier, NULL, n) != 0)
+        return SY_E_LIMIT;
+    uint32_t started = 0;
+    for (; started < n; started++) {
+        th[started] = (bw_thread){.s = s, .index = started};
+        if (pthread_create(&th[started].tid, NULL, bw_main, &th[started]) != 0)
+            break;
+    }
+    if (started < n) {
+        /* The started threads wait at the barrier forever otherwise; there is
+         * no clean way out, so this only happens when threads are exhausted. */
+        pthread_barrier_destroy(&s->barrier);
+        return SY_E_NO_MEMORY;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        pthread_join(th[i].tid, NULL);
+    pthread_barrier_destroy(&s->barrier);
+    qsort(s->times, s->reps, sizeof *s->times, bw_cmp);
+    *out_s = s->times[s->reps / 2];
+    return SY_OK;
+}
+
+sy_status sy__probe_host_bandwidth(sy_runtime *rt, sy_probe *p, bool quick)
+{
+    uint64_t bytes = p->l3_bytes * 4;
+    if (bytes < 64 * MIB)
+        bytes = 64 * MIB;
+    if (bytes > 512 * MIB)
+        bytes = 512 * MIB;
+    if (p->memory_available && bytes > p->memory_available / 4)
+        bytes = p->memory_available / 4;
+    if (quick)
+        bytes = 32 * MIB;
+    bytes &= ~(uint64_t)(MIB - 1);
+    if (bytes < MIB)
+        return SY_E_NO_MEMORY;
+    p->host_buffer_bytes = bytes;
+    bw_shared s = {.reps = quick ? 3 : 5, .bytes = (size_t)bytes};
+    double times[8];
+    s.times = times;
+    if (hwloc_topology_init(&s.topo) != 0)
+        return SY_E_NO_MEMORY;
+    sy_status st = SY_OK;
+    if (hwloc_topology_load(s.topo) != 0) {
+        st = SY_E_DEVICE;
+        goto out_topology;
+    }
+    /* The copy uses two halves of the same allocation so that both runs
+     * touch the same pages. */
+    s.src = aligned_alloc(4096, (size_t)bytes);
+    if (!s.src) {
+        st = SY_E_NO_MEMORY;
+        goto out_topology;
+    }
+    memset(s.src, 1, (size_t)bytes);
+    uint32_t cores = p->cores_allowed ? p->cores_allowed : 1;
+    uint32_t counts[SY_PROBE_MAX_THREAD_COUNTS], n_counts = 0;
+    for (uint32_t t = 1; t <= cores && n_counts < SY_PROBE_MAX_THREAD_COUNTS;
+         t = t < 4 || t == cores ? t + 1 : (t * 2 > cores ? cores : t * 2))
+        counts[n_counts++] = t;
+    p->n_host_bw = 0;
+    for (uint32_t k = 0; k < n_counts; k++) {
+        double rs, cs;
+        s.bytes = (size_t)bytes;
+        st = bw_run(&s, counts[k], false, &rs);
+        if (st != SY_OK)
+            break;
+        s.bytes = (size_t)bytes / 2;
+        s.dst = s.src + bytes / 2;
+        st = bw_run(&s, counts[k], true, &cs);
+        if (st != SY_OK)
+            break;
+        size_t rchunk = ((size_t)bytes / counts[k]) & ~(size_t)63;
+        size_t cchunk = ((size_t)bytes / 2 / counts[k]) & ~(size_t)63;
+        sy_probe_host_bw *b = &p->host_bw[p->n_host_bw++];
+        b->threads = counts[k];
+        b->read_bps = rs > 0 ? (double)(rchunk * counts[k]) / rs : 0;
+        b->copy_bps = cs > 0 ? 2.0 * (double)(cchunk * counts[k]) / cs : 0;
+    }
+    free(s.src);
+    if (st != SY_OK)
+        sy__runtime_set_error(rt, "probe: host bandwidth run failed: %s", sy_status_name(st));
+out_topology:
+    hwloc_topology_destroy(s.topo);
+    return st;
+}
