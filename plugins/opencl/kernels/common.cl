@@ -263,7 +263,10 @@ inline float8 deq8_q5(const global uchar *row, long e, int has_min)
     const int8 lo = nibbles8(blk + (has_min ? 8 : 6) + (j & 15), j >= 16);
     /* Bit j + i of qh is the fifth bit of element j + i. */
     const int8 hi = as_int8(((uint8)(qh >> j) >> (uint8)(0, 1, 2, 3, 4, 5, 6, 7)) & 1u) << 4;
-    return convert_float8((lo | hi) - (has_min ? 0 : 16)) * d + m;
+    /* Q5_0 has no min term: adding +0.0 would turn -0.0 into +0.0. */
+    if (!has_min)
+        return convert_float8((lo | hi) - 16) * d;
+    return convert_float8(lo | hi) * d + m;
 }
 
 inline float8 deq8_q5_0(const global uchar *row, long e) { return deq8_q5(row, e, 0); }
