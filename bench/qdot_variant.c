@@ -19,3 +19,4 @@ cpu_qd_dot2(__m256i u1, __m256i s1, __m256i u2, __m256i s2)
 }
 
 #include "cpu_qdot_x86.inc"
+#include "cpu_qgemm_x86.inc"

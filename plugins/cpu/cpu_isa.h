@@ -58,6 +58,32 @@ typedef void (*cpu_quantize_q8_fn)(const float *x, void *out, int64_t k);
 typedef void (*cpu_qdot_fn)(const void *w, const void *x, size_t x_stride, int nc, int64_t k,
                             float *out);
 
+/* Packs |nc| (<= the table's q8_panel) Q8 columns at |cols| + c * col_stride
+ * into one panel at |panel| (layout in cpu_qgemm_x86.inc); missing columns
+ * are zero. */
+typedef void (*cpu_pack_panel_fn)(const void *cols, size_t col_stride, int nc, int64_t k,
+                                  void *panel);
+
+/* Multiplies |rows| weight rows (|w_stride| bytes apart) of the table
+ * slot's dtype with |n_panels| consecutive panels: y[c * y_stride + n] for
+ * row n and the panels' first |ncols| columns c.  |scratch| holds
+ * cpu_qgemm_scratch_bytes(k). */
+typedef void (*cpu_qgemm_fn)(const void *w, size_t w_stride, int64_t rows, const void *panels,
+                             int n_panels, int64_t k, float *y, size_t y_stride, int ncols,
+                             void *scratch);
+
+/* Bytes of one panel of |cols| columns of |k| elements. */
+static inline size_t cpu_q8_panel_bytes(int64_t k, uint32_t cols)
+{
+    return (size_t)(k / CPU_Q8_BLOCK) * (32 + 3 * sizeof(float)) * cols;
+}
+
+/* Scratch a qgemm call needs: one decoded weight row. */
+static inline size_t cpu_qgemm_scratch_bytes(int64_t k)
+{
+    return (size_t)k + 2 * sizeof(float) * (size_t)(k / 16) + 64;
+}
+
 /* Returns sum w[i] * x[i] for one dense weight row of a float dtype. */
 typedef float (*cpu_fdot_fn)(const void *w, const float *x, int64_t n);
 
@@ -87,6 +113,11 @@ typedef struct cpu_isa_table {
     cpu_fdot_fn fdot[SY_DTYPE_COUNT];
     cpu_quantize_q8_fn quantize_q8;
     cpu_qdot_fn qdot[SY_DTYPE_COUNT];
+    /* Prefill GEMM of quantized weights against panels of q8_panel Q8
+     * columns (0 and NULLs where the table has none). */
+    uint32_t q8_panel;
+    cpu_pack_panel_fn pack_q8_panel;
+    cpu_qgemm_fn qgemm[SY_DTYPE_COUNT];
 } cpu_isa_table;
 
 typedef struct cpu_isa_features {

@@ -473,18 +473,21 @@ static const cpu_isa_table cpu_avx2_table = {
     .name = "avx2",
     CPU_AVX2_COMMON_ENTRIES,
     CPU_QDOT_TABLE_ENTRIES(cpu_avx2),
+    CPU_QGEMM_TABLE_ENTRIES(cpu_avx2, NULL),
 };
 
 static const cpu_isa_table cpu_avxvnni_table = {
     .name = "avxvnni",
     CPU_AVX2_COMMON_ENTRIES,
     CPU_QDOT_TABLE_ENTRIES(cpu_avxvnni),
+    CPU_QGEMM_TABLE_ENTRIES(cpu_avxvnni, cpu_avxvnni_qgemm_q8_0),
 };
 
 static const cpu_isa_table cpu_avx512_table = {
     .name = "avx512",
     CPU_AVX2_COMMON_ENTRIES,
     CPU_QDOT_TABLE_ENTRIES(cpu_avx512),
+    CPU_QGEMM_TABLE_ENTRIES(cpu_avx512, cpu_avx512_qgemm_q8_0),
 };
 
 const cpu_isa_table *cpu_isa_avx2_table(void)

@@ -10,12 +10,16 @@
  * each row is dequantized into lane scratch and dotted with F32 columns
  * (as exact as the reference, several times slower).
  *
+ * Prefill (many columns) with a table that has a GEMM for the dtype: the
+ * Q8 columns are packed into panels (isa->q8_panel columns side by side,
+ * cpu_qgemm_x86.inc) and isa->qgemm decodes each weight row once per tile
+ * and multiplies it with the tile's panels.
+ *
  * Work items are tiles of (weight rows) x (columns) of one batch, claimed
  * from an atomic counter, so a lane slowed by another process simply takes
  * fewer.  Decode (one column): tiles are runs of whole cache lines of
- * output rows, several per lane.  Prefill: a tile's weight rows stay in
- * L1 while its columns stream through, and each qdot call unpacks a weight
- * block once for CPU_QDOT_MAX_COLS columns. */
+ * output rows, several per lane.  Prefill: a tile's columns stay in L2
+ * while its weight rows stream through. */
 #include <stdatomic.h>
 #include <string.h>
 
@@ -34,6 +38,10 @@
 #define CPU_MATMUL_TILES_PER_LANE 8
 /* Column elements below which the caller quantizes alone. */
 #define CPU_MATMUL_SERIAL_QUANTIZE 16384
+/* Columns from which a prefill takes the GEMM (where the table has one). */
+#define CPU_MATMUL_GEMM_MIN_COLS 8
+/* Rows per GEMM tile: the tile's panels are reused this often from L2. */
+#define CPU_MATMUL_GEMM_TILE_ROWS 32
 
 typedef struct cpu_matmul_ctx {
     const cpu_state *s;
@@ -45,6 +53,10 @@ typedef struct cpu_matmul_ctx {
     size_t xq_stride;
     cpu_fdot_fn fdot;      /* float weights: F32 columns at xf */
     cpu_dequant_fn dequant; /* F32 activations: rows expanded before fdot */
+    cpu_qgemm_fn qgemm;     /* prefill GEMM: panels at xq */
+    uint32_t panel_cols;
+    size_t panel_bytes;
+    int64_t panels_per_batch;
     const float *xf;
     uint64_t xf_nb[SY_MAX_DIMS];
     int64_t tile_rows, tile_cols, row_tiles, col_tiles, n_items;
@@ -90,6 +102,64 @@ static void cpu_matmul_convert_task(void *arg, uint32_t ith, uint32_t nth, uint3
     cpu_split(cpu_nrows(c->x), ith, nth, &lo, &hi);
     for (int64_t r = lo; r < hi; r++)
         c->s->isa->dequant[SY_DTYPE_F16](cpu_row_flat(c->x, r), c->xf + r * k, k);
+}
+
+/* Quantizes the columns of panel |p| into lane scratch and packs them. */
+static void cpu_matmul_panel_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
+{
+    const cpu_prepare_ctx *c = arg;
+    const cpu_isa_table *isa = c->s->isa;
+    const int64_t k = c->x->ne[0], m_cols = c->x->ne[1];
+    const uint32_t g = isa->q8_panel;
+    const int64_t ppb = (m_cols + g - 1) / g, batches = c->x->ne[2] * c->x->ne[3];
+    const size_t col_bytes = cpu_q8_col_bytes(k);
+    uint8_t *cols = c->s->lanes[lane].scratch;
+    float *tmp = (float *)(cols + (size_t)g * col_bytes);
+    int64_t lo, hi;
+    cpu_split(ppb * batches, ith, nth, &lo, &hi);
+    for (int64_t p = lo; p < hi; p++) {
+        const int64_t batch = p / ppb, m0 = p % ppb * g;
+        const int nc = m_cols - m0 < g ? (int)(m_cols - m0) : (int)g;
+        for (int j = 0; j < nc; j++) {
+            /* Quantize flat column (m0 + j) of this batch into slot j. */
+            const int64_t r = batch * m_cols + m0 + j;
+            const void *src = cpu_row_flat(c->x, r);
+            if (c->x->dtype == SY_DTYPE_F16) {
+                isa->dequant[SY_DTYPE_F16](src, tmp, k);
+                src = tmp;
+            }
+            isa->quantize_q8(src, cols + (size_t)j * col_bytes, k);
+        }
+        isa->pack_q8_panel(cols, col_bytes, nc, k, c->xq + (size_t)p * c->xq_stride);
+    }
+}
+
+/* Quantizes and packs every column of x into panels in the shared
+ * scratch, a panel per work item. */
+static sy_status cpu_matmul_panels(cpu_state *s, const sy_tensor *x, cpu_matmul_ctx *mc)
+{
+    const int64_t k = x->ne[0], m_cols = x->ne[1], batches = x->ne[2] * x->ne[3];
+    const uint32_t g = s->isa->q8_panel;
+    mc->panel_cols = g;
+    mc->panel_bytes = cpu_q8_panel_bytes(k, g);
+    mc->panels_per_batch = (m_cols + g - 1) / g;
+    const int64_t n_panels = mc->panels_per_batch * batches;
+    size_t scratch = (size_t)g * cpu_q8_col_bytes(k) + (size_t)k * sizeof(float);
+    if (scratch < cpu_qgemm_scratch_bytes(k))
+        scratch = cpu_qgemm_scratch_bytes(k);
+    sy_status st = cpu_shared_reserve(s, (size_t)n_panels * mc->panel_bytes);
+    if (st == SY_OK)
+        st = cpu_scratch_reserve(s, scratch);
+    if (st != SY_OK)
+        return st;
+    mc->xq = s->shared;
+    mc->xq_stride = mc->panel_bytes;
+    cpu_prepare_ctx pc = {.s = s, .x = x, .xq = s->shared, .xq_stride = mc->panel_bytes};
+    uint32_t nth = cpu_lanes_for(s, n_panels * g * k, CPU_MATMUL_SERIAL_QUANTIZE);
+    if ((int64_t)nth > n_panels)
+        nth = (uint32_t)n_panels;
+    cpu_pool_run(s->pool, cpu_matmul_panel_task, &pc, nth);
+    return SY_OK;
 }
 
 /* Quantizes every column of x into the shared scratch: on the caller
@@ -155,6 +225,21 @@ static void cpu_matmul_tile(const cpu_matmul_ctx *c, int64_t item, float *scratc
     const uint64_t w_nb1 = w->nb[1];
     const char *w_base = cpu_row(w, 0, w2, w3);
 
+    if (c->qgemm) {
+        /* Tile columns are whole panels: m0, m1 count panels here. */
+        const int64_t p0 = rem % c->col_tiles * c->tile_cols;
+        const int64_t p1 = p0 + c->tile_cols < c->panels_per_batch ? p0 + c->tile_cols
+                                                                   : c->panels_per_batch;
+        const int64_t c0 = p0 * c->panel_cols;
+        const int64_t ncols = c->m_cols - c0 < (p1 - p0) * (int64_t)c->panel_cols
+                                  ? c->m_cols - c0
+                                  : (p1 - p0) * (int64_t)c->panel_cols;
+        float *yb = (float *)cpu_row(y, c0, i2, i3) + n0;
+        c->qgemm(w_base + n0 * (int64_t)w_nb1, w_nb1, n1 - n0,
+                 c->xq + (size_t)(batch * c->panels_per_batch + p0) * c->panel_bytes, (int)(p1 - p0),
+                 c->k, yb, y->nb[1] / sizeof(float), (int)ncols, scratch);
+        return;
+    }
     if (c->qdot) {
         /* Flat column index of (m, i2, i3) is m + m_cols * batch. */
         const uint8_t *xb = c->xq + (size_t)(c->m_cols * batch) * c->xq_stride;
@@ -206,6 +291,22 @@ static void cpu_matmul_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane
 static void cpu_matmul_plan_tiles(cpu_matmul_ctx *c, uint32_t nth, int64_t batches)
 {
     const int64_t row_bytes = (int64_t)c->w->nb[1];
+    if (c->qgemm) {
+        /* Columns counted in panels. */
+        c->tile_rows = CPU_MATMUL_GEMM_TILE_ROWS;
+        c->tile_cols = CPU_MATMUL_TILE_COLS / c->panel_cols;
+        while (c->tile_rows > 4 &&
+               ((c->n_rows + c->tile_rows - 1) / c->tile_rows) *
+                       ((c->panels_per_batch + c->tile_cols - 1) / c->tile_cols) * batches <
+                   (int64_t)nth * 4)
+            c->tile_rows /= 2;
+        if (c->tile_rows > c->n_rows)
+            c->tile_rows = c->n_rows;
+        c->row_tiles = (c->n_rows + c->tile_rows - 1) / c->tile_rows;
+        c->col_tiles = (c->panels_per_batch + c->tile_cols - 1) / c->tile_cols;
+        c->n_items = c->row_tiles * c->col_tiles * batches;
+        return;
+    }
     if (c->m_cols == 1) {
         int64_t want = c->n_rows / ((int64_t)nth * CPU_MATMUL_TILES_PER_LANE);
         want = (want + CPU_MATMUL_ROW_QUANTUM - 1) / CPU_MATMUL_ROW_QUANTUM * CPU_MATMUL_ROW_QUANTUM;
@@ -269,7 +370,12 @@ sy_status cpu_kernel_matmul(cpu_state *s, const sy_node *node, const char **out_
         if (st != SY_OK)
             return st;
     }
-    st = c.qdot ? cpu_matmul_quantize(s, x, &c) : cpu_matmul_float_cols(s, x, &c);
+    if (c.qdot && s->isa->qgemm[w->dtype] && c.m_cols >= CPU_MATMUL_GEMM_MIN_COLS) {
+        c.qgemm = s->isa->qgemm[w->dtype];
+        st = cpu_matmul_panels(s, x, &c);
+    } else {
+        st = c.qdot ? cpu_matmul_quantize(s, x, &c) : cpu_matmul_float_cols(s, x, &c);
+    }
     if (st != SY_OK)
         return st;
 

@@ -25,6 +25,8 @@ cpu_qd_dot2(__m256i u1, __m256i s1, __m256i u2, __m256i s2)
                              _mm256_set1_epi16(1));
 }
 
+#define CPU_QD_MADDUBS 1
 #include "cpu_qdot_x86.inc"
+#include "cpu_qgemm_x86.inc"
 
 #endif

@@ -219,3 +219,75 @@ Test(cpu_qdot, simd_kernels_match_the_scalar_kernels)
         }
     }
 }
+
+Test(cpu_qdot, gemm_kernels_match_the_scalar_dot_products)
+{
+    trng r;
+    trng_init(&r);
+    const cpu_isa_table *ref = cpu_isa_scalar_table();
+    for (size_t tb = 0; tb < N_TABLES; tb++) {
+        const cpu_isa_table *isa = simd_table(tb);
+        if (!isa || isa->q8_panel == 0)
+            continue;
+        for (size_t ti = 0; ti < N_QTYPES; ti++) {
+            const sy_dtype t = qtypes[ti];
+            if (!isa->qgemm[t])
+                continue;
+            int64_t ks[3];
+            row_lengths(t, ks);
+            for (int ki = 0; ki < 3; ki++) {
+                /* Three panels, the last one part full. */
+                const int64_t k = ks[ki], rows = 5;
+                const int ncols = (int)(2 * isa->q8_panel + 3);
+                const int np = (ncols + (int)isa->q8_panel - 1) / (int)isa->q8_panel;
+                const size_t stride = cpu_q8_col_bytes(k), pbytes = cpu_q8_panel_bytes(k, isa->q8_panel);
+                size_t row;
+                void *w = random_rows(&r, t, k, rows, &row);
+                float *x = xalloc(sizeof(float) * k);
+                uint8_t *cols = xalloc(stride * ncols), *panels = xalloc(pbytes * np);
+                for (int c = 0; c < ncols; c++) {
+                    fill_activations(&r, x, k);
+                    ref->quantize_q8(x, cols + c * stride, k);
+                }
+                for (int p = 0; p < np; p++) {
+                    const int nc = ncols - p * (int)isa->q8_panel < (int)isa->q8_panel
+                                       ? ncols - p * (int)isa->q8_panel
+                                       : (int)isa->q8_panel;
+                    isa->pack_q8_panel(cols + p * isa->q8_panel * stride, stride, nc, k,
+                                       panels + p * pbytes);
+                }
+                /* y[c][n] with a padded column stride; the pad must stay. */
+                const size_t ys = rows + 3;
+                float *y = xalloc(sizeof(float) * ys * ncols);
+                for (size_t i = 0; i < ys * ncols; i++)
+                    y[i] = 12345.0f;
+                void *scratch = xalloc(cpu_qgemm_scratch_bytes(k));
+                isa->qgemm[t](w, row, rows, panels, np, k, y, ys, ncols, scratch);
+                for (int c = 0; c < ncols; c++) {
+                    for (int64_t n = 0; n < rows; n++) {
+                        const void *wr = (const uint8_t *)w + n * row;
+                        float want;
+                        ref->qdot[t](wr, cols + c * stride, stride, 1, k, &want);
+                        double exact, mag;
+                        exact_dot(t, wr, cols + c * stride, k, &exact, &mag);
+                        const float got = y[c * ys + n];
+                        cr_assert(fabs((double)got - want) <= 2e-5 * mag + 1e-30,
+                                  "seed %llu: %s gemm %s K=%lld row %lld column %d: %.9g, scalar "
+                                  "%.9g (magnitude %.3g)",
+                                  (unsigned long long)r.seed, isa->name, sy_dtype_name(t),
+                                  (long long)k, (long long)n, c, (double)got, (double)want, mag);
+                    }
+                    for (size_t n = rows; n < ys; n++)
+                        cr_assert_eq(y[c * ys + n], 12345.0f, "%s gemm %s wrote past its rows",
+                                     isa->name, sy_dtype_name(t));
+                }
+                free(scratch);
+                free(y);
+                free(panels);
+                free(cols);
+                free(x);
+                free(w);
+            }
+        }
+    }
+}
