@@ -225,7 +225,7 @@ static int run_test(const bench_opts *o, sy_model *m, bench_result *r, uint32_t 
     so.n_ctx = n_prompt + n_gen;
     so.n_batch = n_prompt ? (n_prompt < o->batch ? n_prompt : o->batch) : 1;
     so.kv_type = o->kv_type;
-    so.device = o->device;
+    so.devices = o->device;
     sy_session *s = NULL;
     sy_status st = sy_session_create(m, &so, &s);
     if (st != SY_OK) {

@@ -33,7 +33,8 @@ static float *matmul_bound(tcase *tc, const sy_tensor *w, const sy_tensor *x)
     float *step = tc_alloc(tc, sizeof(float) * (size_t)k);
     const char *wd = sy_graph_host_data(tc->g, w), *xd = sy_graph_host_data(tc->g, x);
     const char *act = getenv("SWITCHYARD_CPU_ACTIVATIONS");
-    const bool quantized = sy_dtype_is_quantized(w->dtype) && !(act && strcmp(act, "f32") == 0);
+    /* F32 activations are the default; q8 quantizes them (opt-in). */
+    const bool quantized = sy_dtype_is_quantized(w->dtype) && act && strcmp(act, "q8") == 0;
     for (int64_t i3 = 0; i3 < c3; i3++) {
         for (int64_t i2 = 0; i2 < c2; i2++) {
             for (int64_t m = 0; m < m_cols; m++) {
@@ -515,6 +516,23 @@ Test(cpu_graph, runs_hundreds_of_dispatches_in_one_execute)
     tc_run(&tc, (tol){1e-4, 1e-5});
     tc_end(&tc);
 }
+
+/* The opt-in Q8-activation kernels, held to the analytic Q8 bound. */
+static void check_matmul_q8(sy_dtype wtype)
+{
+    setenv("SWITCHYARD_CPU_ACTIVATIONS", "q8", 1);
+    check_matmul_all_shapes(wtype);
+    unsetenv("SWITCHYARD_CPU_ACTIVATIONS");
+}
+
+Test(cpu_matmul_q8, matches_the_reference_with_q8_0_weights) { check_matmul_q8(SY_DTYPE_Q8_0); }
+Test(cpu_matmul_q8, matches_the_reference_with_q4_0_weights) { check_matmul_q8(SY_DTYPE_Q4_0); }
+Test(cpu_matmul_q8, matches_the_reference_with_q4_1_weights) { check_matmul_q8(SY_DTYPE_Q4_1); }
+Test(cpu_matmul_q8, matches_the_reference_with_q5_0_weights) { check_matmul_q8(SY_DTYPE_Q5_0); }
+Test(cpu_matmul_q8, matches_the_reference_with_q5_1_weights) { check_matmul_q8(SY_DTYPE_Q5_1); }
+Test(cpu_matmul_q8, matches_the_reference_with_q4_k_weights) { check_matmul_q8(SY_DTYPE_Q4_K); }
+Test(cpu_matmul_q8, matches_the_reference_with_q5_k_weights) { check_matmul_q8(SY_DTYPE_Q5_K); }
+Test(cpu_matmul_q8, matches_the_reference_with_q6_k_weights) { check_matmul_q8(SY_DTYPE_Q6_K); }
 
 Test(cpu_matmul, keeps_f32_activations_when_asked)
 {
