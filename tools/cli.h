@@ -18,6 +18,7 @@ int sy_cli_perplexity(int argc, char **argv);
 int sy_cli_eval(int argc, char **argv);
 int sy_cli_plan(int argc, char **argv);
 int sy_cli_plugin_check(int argc, char **argv);
+int sy_cli_tune(int argc, char **argv);
 int sy_cli_probe(int argc, char **argv);
 int sy_cli_bench(int argc, char **argv);
 

@@ -15,6 +15,7 @@ static const sy_cli_command commands[] = {
     {"synth", "write a random-weight GGUF model of any llama/qwen2/gemma3 shape", sy_cli_synth},
     {"bench", "measure prompt and decode tokens/s of GGUF models (llama-bench style)", sy_cli_bench},
     {"demo", "run a small built-in graph on every device, checked against the reference", sy_cli_demo},
+    {"tune", "time every op on every device, fit cost profiles the scheduler reads", sy_cli_tune},
     {"probe", "measure this machine (topology, bandwidth, devices), cached per hardware", sy_cli_probe},
 };
 

@@ -1,0 +1,403 @@
+/* switchyard tune [--device D] [-m MODEL] [--quick] [--validate]: times
+ * every (op, dtype, shape class) on every device, fits the cost model per
+ * op family and dtype, and writes one profile per device to the user
+ * profile directory (docs/probe.md); --validate compares the scheduler's
+ * predictions from those profiles with per-node timings of the model's
+ * decode and prefill steps. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli.h"
+#include "cost_model.h"
+#include "probe.h"
+#include "tune.h"
+
+typedef struct tune_args {
+    const char *device, *model, *out_dir;
+    bool quick, validate, verbose, no_tune;
+    uint32_t tokens, past;
+} tune_args;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: switchyard tune [--device D] [-m MODEL] [--quick] [--validate] [--out DIR]\n"
+            "  --device D     tune only device D (default: every device)\n"
+            "  -m MODEL       time the nodes of MODEL's decode and prefill steps (default: a\n"
+            "                 standard set of shape classes)\n"
+            "  --quick        fewer repetitions and shapes (under a minute)\n"
+            "  --validate     predicted vs measured per node and per step of MODEL's decode and\n"
+            "                 prefill (needs -m; uses the profiles just written, or the\n"
+            "                 existing ones with --no-tune)\n"
+            "  --no-tune      only validate\n"
+            "  --tokens N     prefill tokens (default 64, 32 with --quick)\n"
+            "  --past N       context before the decode token (default 128)\n"
+            "  --out DIR      profile directory (default $SWITCHYARD_PROFILE_DIR, else\n"
+            "                 $XDG_DATA_HOME/switchyard/profiles or ~/.local/share/...)\n"
+            "  --verbose      print every timing\n");
+}
+
+static int parse(int argc, char **argv, tune_args *a)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        bool has = i + 1 < argc;
+        if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
+            usage(stdout);
+            return -1;
+        } else if (strcmp(o, "--device") == 0 && has) {
+            a->device = argv[++i];
+        } else if ((strcmp(o, "-m") == 0 || strcmp(o, "--model") == 0) && has) {
+            a->model = argv[++i];
+        } else if (strcmp(o, "--out") == 0 && has) {
+            a->out_dir = argv[++i];
+        } else if (strcmp(o, "--tokens") == 0 && has) {
+            a->tokens = (uint32_t)strtoul(argv[++i], NULL, 10);
+        } else if (strcmp(o, "--past") == 0 && has) {
+            a->past = (uint32_t)strtoul(argv[++i], NULL, 10);
+        } else if (strcmp(o, "--quick") == 0) {
+            a->quick = true;
+        } else if (strcmp(o, "--validate") == 0) {
+            a->validate = true;
+        } else if (strcmp(o, "--no-tune") == 0) {
+            a->no_tune = true;
+        } else if (strcmp(o, "--verbose") == 0) {
+            a->verbose = true;
+        } else {
+            fprintf(stderr, "switchyard tune: unknown option '%s'\n", o);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (a->validate && !a->model) {
+        fprintf(stderr, "switchyard tune: --validate needs -m MODEL\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* The user profile directory (docs/probe.md). */
+static int profile_dir(const char *given, char *out, size_t size)
+{
+    const char *env = getenv("SWITCHYARD_PROFILE_DIR");
+    const char *xdg = getenv("XDG_DATA_HOME");
+    const char *home = getenv("HOME");
+    int n;
+    if (given)
+        n = snprintf(out, size, "%s", given);
+    else if (env && env[0])
+        n = snprintf(out, size, "%s", env);
+    else if (xdg && xdg[0] == '/')
+        n = snprintf(out, size, "%s/switchyard/profiles", xdg);
+    else if (home && home[0])
+        n = snprintf(out, size, "%s/.local/share/switchyard/profiles", home);
+    else
+        return -1;
+    return n > 0 && (size_t)n < size ? 0 : -1;
+}
+
+static int mkdirs(const char *dir)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* "opencl:0" -> "<dir>/opencl_0.json". */
+static void profile_path(const char *dir, const char *device, char *out, size_t size)
+{
+    char name[SY_NAME_MAX];
+    snprintf(name, sizeof name, "%s", device);
+    for (char *p = name; *p; p++)
+        if (*p == ':' || *p == '/')
+            *p = '_';
+    snprintf(out, size, "%s/%s.json", dir, name);
+}
+
+static char *read_all(const char *path, size_t *out_len)
+{
+    *out_len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = '\0';
+        *out_len = (size_t)n;
+    }
+    return buf;
+}
+
+static int tune_one(sy_runtime *rt, uint32_t dev, sy_model *m, const sy_probe *probe,
+                    const tune_args *a, const char *dir, int host_dev)
+{
+    sy_device_desc d;
+    sy_runtime_query_device(rt, dev, &d);
+    tune_opts o = {.quick = a->quick, .verbose = a->verbose, .prefill_tokens = a->tokens,
+                   .decode_past = a->past};
+    tune_samples s = {0};
+    uint32_t skipped = 0;
+    double t0 = sy__probe_now();
+    sy_status st = tune_device(rt, dev, m, &o, &s, &skipped);
+    if (st != SY_OK || s.n == 0) {
+        fprintf(stderr, "switchyard tune: %s: nothing timed (%s)\n", d.name,
+                st != SY_OK ? sy_runtime_last_error(rt) : "no supported op");
+        tune_samples_free(&s);
+        return st != SY_OK ? 1 : 0;
+    }
+    const sy_probe_device *pd = dev < probe->n_devices ? &probe->devices[dev] : NULL;
+    char version[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(version, sizeof version, "tune %Y-%m-%dT%H:%M:%SZ", &tm);
+    if (a->quick)
+        snprintf(version + strlen(version), sizeof version - strlen(version), " quick");
+    sy_plugin_info pi = {0};
+    for (uint32_t i = 0; i < sy_runtime_plugin_count(rt); i++)
+        if (sy_runtime_query_plugin(rt, i, &pi) == SY_OK && pd && strcmp(pi.name, pd->plugin) == 0)
+            break;
+    tune_device_info info = {
+        .device = d.name,
+        .plugin = pd ? pd->plugin : NULL,
+        .plugin_version = pd ? pd->plugin_version : NULL,
+        .version = version,
+        .peak_flops = pd ? pd->flops : 0,
+        .peak_bandwidth = pd ? pd->bandwidth_bps : 0,
+        .launch_overhead_s = pd ? pd->launch_s : 0,
+    };
+    char host_name[SY_NAME_MAX] = "";
+    if (host_dev >= 0 && (uint32_t)host_dev != dev && pd) {
+        sy_device_desc hd;
+        sy_runtime_query_device(rt, (uint32_t)host_dev, &hd);
+        snprintf(host_name, sizeof host_name, "%s", hd.name);
+        info.link_to = host_name;
+        /* Both directions in one link: the slower one, so plans never
+         * count on the faster. */
+        info.link_bandwidth = fmin(pd->h2d_bps, pd->d2h_bps);
+        info.link_latency_s = fmax(pd->h2d_latency_s, pd->d2h_latency_s);
+        info.link_sync_s = pd->launch_s;
+    }
+    char *json = NULL;
+    st = tune_profile_json(&info, &s, &json);
+    int rc = 1;
+    if (st != SY_OK)
+        goto out_samples;
+    /* The scheduler's own loader must accept what we write. */
+    char err[512] = "";
+    sy__profile *prof = NULL;
+    st = sy__profile_parse(json, strlen(json), d.name, &prof, err, sizeof err);
+    if (st != SY_OK) {
+        fprintf(stderr, "switchyard tune: internal error, profile refused: %s\n", err);
+        goto out_json;
+    }
+    uint32_t n_entries = prof->n_ops;
+    sy__profile_destroy(prof);
+    char path[1200];
+    profile_path(dir, d.name, path, sizeof path);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(json, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "switchyard tune: cannot write '%s': %s\n", path, strerror(errno));
+        goto out_json;
+    }
+    printf("%-10s %3u shape classes, %2u op/dtype entries, %u skipped, %.1f s -> %s\n", d.name,
+           s.n, n_entries, skipped, sy__probe_now() - t0, path);
+    rc = 0;
+out_json:
+    free(json);
+out_samples:
+    tune_samples_free(&s);
+    return rc;
+}
+
+static int rel_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Per-node and per-step error of the profile's predictions for one step
+ * graph of |m| on |dev|. */
+static int validate_step(sy_runtime *rt, uint32_t dev, const sy__device_model *dm, sy_model *m,
+                         uint32_t T, uint32_t past, const tune_args *a)
+{
+    sy_graph *g = NULL;
+    void *scratch = NULL;
+    if (tune_build_step(m, T, past, &g, &scratch) != SY_OK)
+        return 1;
+    int rc = 1;
+    sy_bench *b = NULL;
+    if (sy_bench_create(rt, g, dev, &b) != SY_OK) {
+        printf("  %s: step of %u token(s) not run: %s\n", dm->desc.name, T,
+               sy_runtime_last_error(rt));
+        rc = 0;
+        goto out_graph;
+    }
+    uint32_t nn = sy_graph_node_count(g);
+    double *err = calloc(nn + 1u, sizeof *err), *meas = calloc(nn + 1u, sizeof *meas);
+    if (!err || !meas)
+        goto out_err;
+    double step_s = 0, pred_sum = 0, meas_sum = 0;
+    uint32_t ne = 0;
+    if (sy_bench_time(b, 0, nn, 1, a->quick ? 3 : 5, 5.0, &step_s) != SY_OK ||
+        tune_time_sequence(b, g, a->quick ? 3 : 5, meas) != SY_OK)
+        goto out_err;
+    if (a->verbose)
+        printf("  %-34s %-9s %-5s %11s %11s %8s\n", "node", "op", "dtype", "predicted", "measured",
+               "error");
+    for (uint32_t i = 0; i < nn; i++) {
+        const sy_node *n = sy_graph_node(g, i);
+        if (sy_op_is_view(n->op))
+            continue;
+        bool unmeasured = false;
+        double pred = sy__cost_node(dm, n, &unmeasured);
+        pred_sum += pred;
+        meas_sum += meas[i];
+        err[ne++] = meas[i] > 0 ? fabs(pred - meas[i]) / meas[i] : 0;
+        if (a->verbose)
+            printf("  %-34s %-9s %-5s %8.1f us %8.1f us %7.1f%%%s\n", n->name,
+                   sy_op_name((sy_op)n->op), sy_dtype_name(n->inputs[0]->dtype), pred * 1e6,
+                   meas[i] * 1e6, 100 * err[ne - 1], unmeasured ? " [unmeasured]" : "");
+    }
+    qsort(err, ne, sizeof *err, rel_cmp);
+    double med = ne ? (ne % 2 ? err[ne / 2] : 0.5 * (err[ne / 2 - 1] + err[ne / 2])) : 0;
+    double p90 = ne ? err[(uint32_t)(0.9 * (ne - 1))] : 0;
+    printf("  %-10s %-7s %4u nodes: per-node median |error| %5.1f%% (p90 %5.1f%%); step "
+           "predicted %.3f ms, measured %.3f ms as one launch (%+.1f%%), %.3f ms node by node "
+           "(%+.1f%%)\n",
+           dm->desc.name, T == 1 ? "decode" : "prefill", ne, 100 * med, 100 * p90, pred_sum * 1e3,
+           step_s * 1e3, 100 * (pred_sum - step_s) / step_s, meas_sum * 1e3,
+           100 * (pred_sum - meas_sum) / meas_sum);
+    rc = 0;
+out_err:
+    free(meas);
+    free(err);
+    sy_bench_destroy(b);
+out_graph:
+    sy_graph_destroy(g);
+    free(scratch);
+    return rc;
+}
+
+static int validate(sy_runtime *rt, uint32_t first, uint32_t last, sy_model *m, const tune_args *a,
+                    const char *dir)
+{
+    printf("\nvalidation (profiles in %s; decode after %u tokens, prefill of %u)\n", dir, a->past,
+           a->tokens);
+    int rc = 0;
+    for (uint32_t dev = first; dev < last; dev++) {
+        sy_device_desc d;
+        sy_runtime_query_device(rt, dev, &d);
+        char path[1200];
+        profile_path(dir, d.name, path, sizeof path);
+        size_t len;
+        char *json = read_all(path, &len);
+        if (!json) {
+            printf("  %s: no profile at %s\n", d.name, path);
+            continue;
+        }
+        char err[512];
+        sy__profile *prof = NULL;
+        sy_status st = sy__profile_parse(json, len, path, &prof, err, sizeof err);
+        free(json);
+        if (st != SY_OK) {
+            printf("  %s: %s\n", d.name, err);
+            rc = 1;
+            continue;
+        }
+        sy__device_model *dm = calloc(1, sizeof *dm);
+        if (dm) {
+            sy__device_model_init(dm, dev, &d, prof);
+            rc |= validate_step(rt, dev, dm, m, 1, a->past, a);
+            rc |= validate_step(rt, dev, dm, m, a->tokens, 0, a);
+        }
+        free(dm);
+        sy__profile_destroy(prof);
+    }
+    return rc;
+}
+
+int sy_cli_tune(int argc, char **argv)
+{
+    tune_args a = {.past = 128};
+    int rc = parse(argc, argv, &a);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    if (!a.tokens)
+        a.tokens = a.quick ? 32 : 64;
+    char dir[1024];
+    if (profile_dir(a.out_dir, dir, sizeof dir) != 0 || mkdirs(dir) != 0) {
+        fprintf(stderr, "switchyard tune: no usable profile directory (set --out)\n");
+        return 1;
+    }
+    sy_runtime *rt = sy_cli_runtime_for(a.device);
+    if (!rt)
+        return 1;
+    rc = 1;
+    sy_model *m = NULL;
+    sy_probe *probe = calloc(1, sizeof *probe);
+    if (!probe)
+        goto out_runtime;
+    double t0 = sy__probe_now();
+    if (sy_runtime_probe(rt, NULL, probe) != SY_OK) {
+        fprintf(stderr, "switchyard tune: probe failed: %s\n", sy_runtime_last_error(rt));
+        goto out_probe;
+    }
+    if (a.model && sy_model_open(rt, a.model, &m) != SY_OK) {
+        fprintf(stderr, "switchyard tune: %s\n", sy_runtime_last_error(rt));
+        goto out_probe;
+    }
+    uint32_t first = 0, last = sy_runtime_device_count(rt);
+    if (a.device) {
+        if (sy_runtime_find_device(rt, a.device, &first) != SY_OK) {
+            fprintf(stderr, "switchyard tune: no device '%s'\n", a.device);
+            goto out_model;
+        }
+        last = first + 1;
+    }
+    int host_dev = -1;
+    for (uint32_t i = 0; i < sy_runtime_device_count(rt) && host_dev < 0; i++) {
+        sy_device_desc d;
+        if (sy_runtime_query_device(rt, i, &d) == SY_OK && d.kind == SY_DEVICE_CPU &&
+            strcmp(d.name, "cpu") == 0)
+            host_dev = (int)i;
+    }
+    rc = 0;
+    if (!a.no_tune) {
+        printf("tuning %s on %u device(s)%s\n", a.model ? a.model : "the standard set",
+               last - first, a.quick ? " (quick)" : "");
+        for (uint32_t dev = first; dev < last; dev++)
+            rc |= tune_one(rt, dev, m, probe, &a, dir, host_dev);
+        printf("tuned in %.1f s\n", sy__probe_now() - t0);
+    }
+    if (a.validate && rc == 0)
+        rc = validate(rt, first, last, m, &a, dir);
+out_model:
+    sy_model_close(m);
+out_probe:
+    free(probe);
+out_runtime:
+    sy_runtime_destroy(rt);
+    return rc;
+}

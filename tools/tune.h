@@ -1,0 +1,83 @@
+/* switchyard tune: shared pieces of cmd_tune.c (CLI, profiles, validation),
+ * tune_bench.c (what is timed and how) and tune_fit.c (fitting the cost
+ * model and writing profiles in the format scheduler/cost_profile.c reads). */
+#ifndef SY_TOOLS_TUNE_H
+#define SY_TOOLS_TUNE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "switchyard/switchyard.h"
+
+/* One timed shape class of one op on one device. */
+typedef struct tune_sample {
+    uint32_t op;    /* sy_op */
+    int32_t dtype;  /* dtype of the node's first input */
+    double flops, bytes;
+    double seconds; /* median */
+    char shape[48]; /* "576x1536x1" label */
+} tune_sample;
+
+typedef struct tune_samples {
+    tune_sample *v;
+    uint32_t n, cap;
+} tune_samples;
+
+sy_status tune_samples_add(tune_samples *s, const tune_sample *x);
+void tune_samples_free(tune_samples *s);
+
+/* Fitted model of one (op, dtype): overhead + s_per_flop * flops +
+ * s_per_byte * bytes, non-negative, minimising the squared relative error. */
+typedef struct tune_fit {
+    double overhead_s, s_per_flop, s_per_byte;
+    double median_rel_err; /* of the fit on its own samples */
+    double max_rel_err;
+} tune_fit;
+
+/* Fits |n| samples (op and dtype ignored).  SY_E_INVALID_ARG when n == 0. */
+sy_status tune_fit_samples(const tune_sample *v, uint32_t n, tune_fit *out_fit);
+
+/* Predicted seconds of |fit| for the given counts. */
+double tune_fit_predict(const tune_fit *fit, double flops, double bytes);
+
+/* What a device profile carries besides its op entries. */
+typedef struct tune_device_info {
+    const char *device, *plugin, *plugin_version, *version;
+    double peak_flops, peak_bandwidth, launch_overhead_s; /* 0: leave out */
+    /* One link to the host device (|link_to|, NULL: none). */
+    const char *link_to;
+    double link_bandwidth, link_latency_s, link_sync_s;
+} tune_device_info;
+
+/* Writes the profile JSON (profiles/schema.json) of one device from its
+ * samples: per (op, dtype) the fit and every shape class as a point.
+ * Ownership: caller frees *out_json. */
+sy_status tune_profile_json(const tune_device_info *info, const tune_samples *s, char **out_json);
+
+/* Times the standard set (no model) or every distinct node of the model's
+ * decode and prefill steps on device |dev|, appending to |out|.
+ * |m| may be NULL.  Nodes the device cannot run are skipped (counted in
+ * *out_skipped). */
+typedef struct tune_opts {
+    bool quick;
+    bool verbose;
+    uint32_t prefill_tokens; /* tokens of the prefill graph */
+    uint32_t decode_past;    /* context before the decode token */
+} tune_opts;
+
+sy_status tune_device(sy_runtime *rt, uint32_t dev, sy_model *m, const tune_opts *o,
+                      tune_samples *out, uint32_t *out_skipped);
+
+/* Times every node of |g| (bound in |b|) one launch at a time, in graph
+ * order, over |reps| passes after a warm one; out_s[i] is node i's median
+ * (0 for views).  |out_s| has sy_graph_node_count(g) entries. */
+typedef struct sy_bench sy_bench;
+sy_status tune_time_sequence(sy_bench *b, sy_graph *g, uint32_t reps, double *out_s);
+
+/* Builds the decode (n_tokens 1) or prefill graph of |m| the way a session
+ * does.  Ownership: caller frees *out_graph and then *out_scratch. */
+sy_status tune_build_step(const sy_model *m, uint32_t n_tokens, uint32_t n_past,
+                          sy_graph **out_graph, void **out_scratch);
+
+#endif
