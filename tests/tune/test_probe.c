@@ -1,0 +1,220 @@
+/* Probe: the cache is reused while the fingerprint matches, measured again
+ * when it changes, replaced with a warning when corrupt or foreign; JSON
+ * round trip; auto-configuration rules.  Every test probes with the quick
+ * sizes, with the cache in a fresh directory, on the CPU plugin. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "probe.h"
+
+typedef struct log_capture {
+    int warnings;
+    char last[512];
+} log_capture;
+
+static void capture(void *user, sy_log_level level, const char *msg)
+{
+    log_capture *c = user;
+    if (level == SY_LOG_WARN) {
+        c->warnings++;
+        snprintf(c->last, sizeof c->last, "%s", msg);
+    }
+}
+
+static char cache_dir[256];
+static char cache_file[300];
+
+static void make_cache_dir(void)
+{
+    snprintf(cache_dir, sizeof cache_dir, "/tmp/sy-probe-test-XXXXXX");
+    cr_assert_not_null(mkdtemp(cache_dir));
+    setenv("XDG_CACHE_HOME", cache_dir, 1);
+    snprintf(cache_file, sizeof cache_file, "%s/switchyard/probe.json", cache_dir);
+}
+
+static void remove_cache_dir(void)
+{
+    char sw[300];
+    unlink(cache_file);
+    snprintf(sw, sizeof sw, "%s/switchyard", cache_dir);
+    rmdir(sw);
+    rmdir(cache_dir);
+}
+
+static sy_runtime *runtime(log_capture *c)
+{
+    sy_runtime_options o;
+    sy_runtime_options_init(&o);
+    o.log_fn = capture;
+    o.log_user = c;
+    o.plugins = "cpu";
+    sy_runtime *rt = NULL;
+    cr_assert_eq(sy_runtime_create(&o, &rt), SY_OK);
+    cr_assert_geq(sy_runtime_device_count(rt), 1u, "the CPU plugin was not found");
+    return rt;
+}
+
+static sy_probe_options quick(const char *extra)
+{
+    sy_probe_options o;
+    sy_probe_options_init(&o);
+    o.quick = true;
+    o.fingerprint_extra = extra;
+    return o;
+}
+
+TestSuite(probe, .init = make_cache_dir, .fini = remove_cache_dir);
+
+Test(probe, measures_once_and_then_reuses_the_cache)
+{
+    log_capture c = {0};
+    sy_runtime *rt = runtime(&c);
+    sy_probe_options o = quick(NULL);
+    sy_probe *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    cr_assert_eq(sy_runtime_probe(rt, &o, a), SY_OK, "%s", sy_runtime_last_error(rt));
+    cr_expect_not(a->from_cache);
+    cr_expect_eq(access(cache_file, R_OK), 0, "no cache file at %s", cache_file);
+    cr_expect_gt(a->n_host_bw, 0u);
+    cr_expect_gt(a->host_bw[0].read_bps, 0.0);
+    cr_expect_eq(a->n_devices, sy_runtime_device_count(rt));
+    cr_expect_gt(a->devices[0].bandwidth_bps, 0.0, "%s", a->devices[0].error);
+    cr_expect_gt(a->devices[0].flops, 0.0, "%s", a->devices[0].error);
+    cr_assert_eq(sy_runtime_probe(rt, &o, b), SY_OK);
+    cr_expect(b->from_cache, "the second probe measured again");
+    cr_expect_str_eq(a->fingerprint, b->fingerprint);
+    cr_expect_eq(a->host_bw[0].read_bps, b->host_bw[0].read_bps);
+    cr_expect_eq(c.warnings, 0, "unexpected warning: %s", c.last);
+    free(a);
+    free(b);
+    sy_runtime_destroy(rt);
+}
+
+Test(probe, measures_again_when_the_fingerprint_changes)
+{
+    log_capture c = {0};
+    sy_runtime *rt = runtime(&c);
+    sy_probe_options o1 = quick("driver 1"), o2 = quick("driver 2");
+    sy_probe *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    cr_assert_eq(sy_runtime_probe(rt, &o1, a), SY_OK);
+    cr_assert_eq(sy_runtime_probe(rt, &o2, b), SY_OK);
+    cr_expect_not(b->from_cache, "a changed fingerprint reused the old cache");
+    cr_expect_str_neq(a->fingerprint, b->fingerprint);
+    /* The file now holds the new machine's results. */
+    cr_assert_eq(sy_runtime_probe(rt, &o2, a), SY_OK);
+    cr_expect(a->from_cache);
+    cr_expect_eq(c.warnings, 0, "a foreign fingerprint is not corruption: %s", c.last);
+    free(a);
+    free(b);
+    sy_runtime_destroy(rt);
+}
+
+static void corrupt_cache_is_replaced(const char *content)
+{
+    log_capture c = {0};
+    sy_runtime *rt = runtime(&c);
+    sy_probe_options o = quick(NULL);
+    sy_probe *p = calloc(1, sizeof *p);
+    cr_assert_eq(sy_runtime_probe(rt, &o, p), SY_OK);
+    FILE *f = fopen(cache_file, "w");
+    cr_assert_not_null(f);
+    fputs(content, f);
+    fclose(f);
+    cr_assert_eq(sy_runtime_probe(rt, &o, p), SY_OK);
+    cr_expect_not(p->from_cache);
+    cr_expect_eq(c.warnings, 1, "expected one warning, got %d", c.warnings);
+    cr_expect(strstr(c.last, "corrupt") != NULL, "warning: %s", c.last);
+    cr_assert_eq(sy_runtime_probe(rt, &o, p), SY_OK);
+    cr_expect(p->from_cache, "the corrupt file was not replaced");
+    free(p);
+    sy_runtime_destroy(rt);
+}
+
+Test(probe, replaces_a_corrupt_cache_with_a_warning)
+{
+    corrupt_cache_is_replaced("{\"schema\": \"switchyard-probe\", \"format_ver");
+}
+
+Test(probe, replaces_a_foreign_json_file_with_a_warning)
+{
+    corrupt_cache_is_replaced("{\"schema\": \"something-else\", \"fingerprint\": \"x\"}\n");
+}
+
+Test(probe, json_round_trips)
+{
+    log_capture c = {0};
+    sy_runtime *rt = runtime(&c);
+    sy_probe_options o = quick(NULL);
+    o.no_cache = true;
+    sy_probe *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    cr_assert_eq(sy_runtime_probe(rt, &o, a), SY_OK);
+    char *json = NULL;
+    cr_assert_eq(sy_probe_to_json(a, &json), SY_OK);
+    char err[256];
+    cr_assert_eq(sy_probe_from_json(json, strlen(json), b, err, sizeof err), SY_OK, "%s", err);
+    cr_expect_str_eq(a->fingerprint, b->fingerprint);
+    cr_expect_eq(a->n_devices, b->n_devices);
+    /* cJSON prints 15 significant digits when they read back within an
+     * epsilon, so the last bit may differ. */
+    cr_expect_float_eq(a->devices[0].flops, b->devices[0].flops, a->devices[0].flops * 1e-12);
+    cr_expect_eq(a->l3_bytes, b->l3_bytes);
+    free(json);
+    free(a);
+    free(b);
+    sy_runtime_destroy(rt);
+}
+
+static sy_probe *fake_probe(uint64_t avail)
+{
+    sy_probe *p = calloc(1, sizeof *p);
+    p->cores = p->cores_allowed = 8;
+    p->memory_total = avail * 2;
+    p->memory_available = avail;
+    p->n_host_bw = 4;
+    static const double bw[4] = {10e9, 18e9, 20e9, 20.5e9};
+    static const uint32_t th[4] = {1, 2, 4, 8};
+    for (int i = 0; i < 4; i++)
+        p->host_bw[i] = (sy_probe_host_bw){.threads = th[i], .read_bps = bw[i], .copy_bps = bw[i]};
+    return p;
+}
+
+Test(autoconfig, uses_the_trained_context_up_to_the_cap_when_memory_allows)
+{
+    sy_probe *p = fake_probe(64ull << 30);
+    sy_autoconfig_model m = {.weight_bytes = 100u << 20, .n_layer = 30, .n_head_kv = 3,
+                             .head_dim = 64, .n_ctx_train = 8192};
+    sy_autoconfig c;
+    cr_assert_eq(sy_probe_autoconfig(p, &m, &c), SY_OK);
+    cr_expect_eq(c.n_ctx, 4096u, "%s", c.why_ctx);
+    /* 4 of 8 cores reach 97% of the best bandwidth: trimmed to 4. */
+    cr_expect_eq(c.n_threads, 4u, "%s", c.why_threads);
+    free(p);
+}
+
+Test(autoconfig, shrinks_the_context_when_memory_is_short)
+{
+    /* 2 GiB available, 1.2 GiB of weights, KV 256 KiB per token (f16). */
+    sy_probe *p = fake_probe(2ull << 30);
+    sy_autoconfig_model m = {.weight_bytes = 1200ull << 20, .n_layer = 32, .n_head_kv = 8,
+                             .head_dim = 128, .n_ctx_train = 32768};
+    sy_autoconfig c;
+    cr_assert_eq(sy_probe_autoconfig(p, &m, &c), SY_OK);
+    cr_expect_lt(c.n_ctx, 4096u, "%s", c.why_ctx);
+    cr_expect_geq(c.n_ctx, 256u);
+    cr_expect_eq(c.kv_type, SY_DTYPE_F16, "%s", c.why_kv);
+    free(p);
+}
+
+Test(autoconfig, keeps_f32_kv_only_when_it_is_cheap)
+{
+    sy_probe *p = fake_probe(64ull << 30);
+    /* Tiny KV against large weights: f32 costs little. */
+    sy_autoconfig_model m = {.weight_bytes = 4ull << 30, .n_layer = 4, .n_head_kv = 1,
+                             .head_dim = 64, .n_ctx_train = 2048};
+    sy_autoconfig c;
+    cr_assert_eq(sy_probe_autoconfig(p, &m, &c), SY_OK);
+    cr_expect_eq(c.kv_type, SY_DTYPE_F32, "%s", c.why_kv);
+    free(p);
+}
