@@ -420,8 +420,8 @@ static sy_status ocl_launch_rope(ocl_state *s, ocl_dev *d, const sy_node *node, 
     ocl_arg_int(&a, (cl_int)n_rot);
     ocl_arg_float(&a, node->params.f[0]);
     ocl_arg_float(&a, node->params.f[1] != 0.0f ? node->params.f[1] : 1.0f);
-    const size_t global[3] = {(size_t)x->ne[0], (size_t)x->ne[1], (size_t)x->ne[2]};
-    return ocl_enqueue(s, d, OCL_K_ROPE, &a, 3, global, NULL, why);
+    const size_t global[2] = {(size_t)(n_rot / 2 + (x->ne[0] - n_rot)), (size_t)x->ne[2]};
+    return ocl_enqueue(s, d, OCL_K_ROPE, &a, 2, global, NULL, why);
 }
 
 static sy_status ocl_launch_attention(ocl_state *s, ocl_dev *d, const sy_node *node,

@@ -85,23 +85,37 @@
         for (int m = 0; m < MV_M; m++)                                                        \
             acc[m] = 0.0f;                                                                    \
         const long k8 = K & ~7L;                                                              \
-        for (long e = 0; e < k8; e += 8) {                                                    \
-            const float8 wv = DEQ(wrow, e);                                                   \
-            for (int m = 0; m < mc; m++) {                                                    \
-                const float8 xv = vload8(0, (const global float *)(xb + (ulong)m * x_nb.y) + e); \
-                acc[m] += dot(wv.lo, xv.lo) + dot(wv.hi, xv.hi);                              \
+        if (mc == 1) {                                                                        \
+            /* One column (decode): a vector accumulator, reduced once. */                    \
+            const global float *xr = (const global float *)xb;                                \
+            float8 a8 = (float8)(0.0f);                                                       \
+            for (long e = 0; e < k8; e += 8)                                                  \
+                a8 += DEQ(wrow, e) * vload8(0, xr + e);                                       \
+            acc[0] = (a8.s0 + a8.s1) + (a8.s2 + a8.s3) + (a8.s4 + a8.s5) + (a8.s6 + a8.s7);    \
+        } else {                                                                              \
+            for (long e = 0; e < k8; e += 8) {                                                \
+                const float8 wv = DEQ(wrow, e);                                               \
+                for (int m = 0; m < MV_M; m++) {                                              \
+                    if (m < mc) {                                                             \
+                        const float8 xv =                                                     \
+                            vload8(0, (const global float *)(xb + (ulong)m * x_nb.y) + e);    \
+                        acc[m] += dot(wv.lo, xv.lo) + dot(wv.hi, xv.hi);                      \
+                    }                                                                         \
+                }                                                                             \
             }                                                                                 \
         }                                                                                     \
         if (PLAIN_T >= 0) {                                                                   \
             const uint ts = type_size(PLAIN_T);                                               \
             for (long e = k8; e < K; e++) {                                                   \
                 const float wv = ld_plain(wrow + (ulong)e * ts, PLAIN_T);                     \
-                for (int m = 0; m < mc; m++)                                                  \
-                    acc[m] += wv * ((const global float *)(xb + (ulong)m * x_nb.y))[e];       \
+                for (int m = 0; m < MV_M; m++)                                                \
+                    if (m < mc)                                                               \
+                        acc[m] += wv * ((const global float *)(xb + (ulong)m * x_nb.y))[e];   \
             }                                                                                 \
         }                                                                                     \
-        for (int m = 0; m < mc; m++)                                                          \
-            *(global float *)ELEM_AT(y, n, m0 + m, i2, i3) = acc[m];                          \
+        for (int m = 0; m < MV_M; m++)                                                        \
+            if (m < mc)                                                                       \
+                *(global float *)ELEM_AT(y, n, m0 + m, i2, i3) = acc[m];                      \
     }                                                                                         \
                                                                                               \
     kernel __attribute__((reqd_work_group_size(16, 16, 1))) void mm_##name(                  \

@@ -115,38 +115,34 @@ kernel void argmax(CTENSOR_ARGS(x), TENSOR_ARGS(y), local float *red_v, local in
         *(global int *)(y_base + y_off + (ulong)m * y_nb.x) = red_i[0] < 0 ? 0 : red_i[0];
 }
 
-/* ROPE on x [D,H,T] with positions [T]: one work-item per element of the
- * output; the two members of a rotated pair each compute their own half.
- * mode 0 pairs (2j, 2j+1), mode 1 pairs (j, j + n_rot/2); dims past n_rot
- * pass through. */
+/* ROPE on x [D,H,T] with positions [T].  Work-item (i, t) handles rotated
+ * pair i < n_rot/2 of every head of token t (the angle is computed once and
+ * applied H times), or, for i >= n_rot/2, passes dim n_rot + (i - n_rot/2)
+ * through.  mode 0 pairs (2j, 2j+1), mode 1 pairs (j, j + n_rot/2). */
 kernel void rope(CTENSOR_ARGS(x), CTENSOR_ARGS(pos), TENSOR_ARGS(y), int mode, int n_rot,
                  float base, float freq_scale)
 {
-    const long i0 = (long)get_global_id(0), h = (long)get_global_id(1);
-    const long t = (long)get_global_id(2);
-    if (i0 >= x_ne.x || h >= x_ne.y || t >= x_ne.z)
-        return;
-    global float *dst = (global float *)ELEM_AT(y, i0, h, t, 0);
-    if (i0 >= n_rot) {
-        *dst = *(const global float *)ELEM_AT(x, i0, h, t, 0);
-        return;
-    }
+    const long i = (long)get_global_id(0), t = (long)get_global_id(1);
     const int half_ = n_rot / 2;
-    int j, a, b;
-    if (mode == 0) {
-        j = (int)(i0 >> 1);
-        a = 2 * j;
-        b = a + 1;
-    } else {
-        j = (int)(i0 % half_);
-        a = j;
-        b = j + half_;
+    if (i >= half_ + (x_ne.x - n_rot) || t >= x_ne.z)
+        return;
+    if (i >= half_) {
+        const long d = n_rot + (i - half_);
+        for (long h = 0; h < x_ne.y; h++)
+            *(global float *)ELEM_AT(y, d, h, t, 0) = *(const global float *)ELEM_AT(x, d, h, t, 0);
+        return;
     }
+    const int j = (int)i;
+    const int a = mode == 0 ? 2 * j : j;
+    const int b = mode == 0 ? 2 * j + 1 : j + half_;
     const real p = (real)(*(const global int *)ELEM_AT(pos, t, 0, 0, 0)) * (real)freq_scale;
     const real inv_freq = pow((real)base, (real)(-2.0f * (float)j) / (real)n_rot);
     const real theta = p * inv_freq;
-    const real c = cos(theta), s = sin(theta);
-    const real x0 = *(const global float *)ELEM_AT(x, a, h, t, 0);
-    const real x1 = *(const global float *)ELEM_AT(x, b, h, t, 0);
-    *dst = (float)(i0 == a ? x0 * c - x1 * s : x0 * s + x1 * c);
+    const real c = cos(theta), sn = sin(theta);
+    for (long h = 0; h < x_ne.y; h++) {
+        const real x0 = *(const global float *)ELEM_AT(x, a, h, t, 0);
+        const real x1 = *(const global float *)ELEM_AT(x, b, h, t, 0);
+        *(global float *)ELEM_AT(y, a, h, t, 0) = (float)(x0 * c - x1 * sn);
+        *(global float *)ELEM_AT(y, b, h, t, 0) = (float)(x0 * sn + x1 * c);
+    }
 }
