@@ -94,9 +94,13 @@ void npu_caps_summary(const npu_caps *c, char *out, size_t size)
     char rows[32] = "";
     if (c->max_rows)
         snprintf(rows, sizeof rows, ", M<=%u", c->max_rows);
-    snprintf(out, size, "ops %s; weights %s; W8A%u per-row dynamic; add/mul %s; %sK%%%u%s; "
+    char wide[32] = "";
+    if (c->n_wide && c->act_bits == 8)
+        snprintf(wide, sizeof wide, " (A16 on %u pattern%s)", c->n_wide, c->n_wide == 1 ? "" : "s");
+    snprintf(out, size, "ops %s; weights %s; W8A%u%s %s dynamic; add/mul %s; %sK%%%u%s; "
              "tensor <= %s",
-             used ? ops : "none", weights, c->act_bits,
+             used ? ops : "none", weights, c->act_bits, wide,
+             c->act_per_block ? "per-block" : "per-row",
              c->eltwise == NPU_ELTWISE_F16 ? "f16" : "int8",
              c->static_shapes ? "static shapes, " : "", c->k_multiple, rows, max);
 }
@@ -325,6 +329,34 @@ static sy_status npu_parse_weights(npu_parser *p, const cJSON *mm, npu_caps *c)
     return SY_OK;
 }
 
+/* matmul.activations.int16_nodes: node-name patterns (fnmatch) whose
+ * matmuls keep int16 activations, the mixed precision NPU toolchains
+ * assign to layers whose activations have outliers. */
+static sy_status npu_parse_wide(npu_parser *p, const cJSON *act, npu_caps *c)
+{
+    const char *field = "matmul.activations.int16_nodes";
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(act, "int16_nodes");
+    if (!list)
+        return SY_OK;
+    if (!cJSON_IsArray(list))
+        return npu_fail(p, field, "expected an array of node-name patterns");
+    uint32_t n = 0;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, list)
+    {
+        if (!cJSON_IsString(item) || !item->valuestring[0])
+            return npu_fail(p, field, "expected non-empty strings");
+        if (n == NPU_MAX_WIDE)
+            return npu_fail(p, field, "more than %d patterns", NPU_MAX_WIDE);
+        if (strlen(item->valuestring) >= NPU_PATTERN_MAX)
+            return npu_fail(p, field, "pattern '%s' is longer than %d bytes", item->valuestring,
+                            NPU_PATTERN_MAX - 1);
+        snprintf(c->wide[n++], NPU_PATTERN_MAX, "%s", item->valuestring);
+    }
+    c->n_wide = n;
+    return SY_OK;
+}
+
 static sy_status npu_parse_matmul(npu_parser *p, const cJSON *root, npu_caps *c)
 {
     const cJSON *mm = cJSON_GetObjectItemCaseSensitive(root, "matmul");
@@ -343,7 +375,8 @@ static sy_status npu_parse_matmul(npu_parser *p, const cJSON *root, npu_caps *c)
         return SY_OK;
     if (!cJSON_IsObject(act))
         return npu_fail(p, "matmul.activations", "expected an object");
-    static const char *const act_keys[] = {"dtype", "granularity", "scaling", NULL};
+    static const char *const act_keys[] = {"dtype", "granularity", "scaling", "int16_nodes",
+                                           NULL};
     st = npu_check_keys(p, act, "matmul.activations", act_keys);
     if (st != SY_OK)
         return st;
@@ -353,17 +386,20 @@ static sy_status npu_parse_matmul(npu_parser *p, const cJSON *root, npu_caps *c)
     if (st != SY_OK)
         return st;
     c->act_bits = d ? 16 : 8;
-    /* Only one value each today; parsed so that a file asking for another
-     * is refused rather than silently emulated as per-row dynamic. */
-    static const char *const gran[] = {"per_row"};
+    st = npu_parse_wide(p, act, c);
+    if (st != SY_OK)
+        return st;
+    static const char *const gran[] = {"per_row", "per_block"};
+    uint32_t g = c->act_per_block ? 1 : 0;
+    st = npu_get_choice(p, act, "granularity", "matmul.activations.granularity", gran, 2, &g);
+    if (st != SY_OK)
+        return st;
+    c->act_per_block = g == 1;
+    /* One value today; parsed so that a file asking for static scales is
+     * refused rather than silently emulated as dynamic. */
     static const char *const scaling[] = {"dynamic"};
     uint32_t unused = 0;
-    st = npu_get_choice(p, act, "granularity", "matmul.activations.granularity", gran, 1,
-                        &unused);
-    if (st == SY_OK)
-        st = npu_get_choice(p, act, "scaling", "matmul.activations.scaling", scaling, 1,
-                            &unused);
-    return st;
+    return npu_get_choice(p, act, "scaling", "matmul.activations.scaling", scaling, 1, &unused);
 }
 
 static sy_status npu_parse_rules(npu_parser *p, const cJSON *root, npu_caps *c)

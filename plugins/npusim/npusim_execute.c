@@ -63,7 +63,7 @@ static sy_status npu_run_node(npu_state *s, const sy_node *node)
     if (st != SY_OK)
         return st;
     if (node->op == SY_OP_MATMUL)
-        return npu_kernel_matmul(s, &in0, &in1, &out);
+        return npu_kernel_matmul(s, &in0, &in1, &out, npu_matmul_act_bits(&s->caps, node->name));
     return npu_kernel_eltwise(s, node->op, &in0, &in1, &out);
 }
 

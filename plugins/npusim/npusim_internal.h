@@ -31,6 +31,9 @@
 #define NPU_ARENA_ALIGN 256u
 /* Elements per weight block (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1). */
 #define NPU_QK 32
+/* Node-name patterns whose matmuls quantise activations to int16. */
+#define NPU_MAX_WIDE 16
+#define NPU_PATTERN_MAX 64
 
 /* How ADD and MUL compute. */
 typedef enum npu_eltwise_precision {
@@ -50,6 +53,11 @@ typedef struct npu_caps {
     uint32_t op_mask;           /* bit (1 << sy_op) per op it runs */
     uint32_t weight_mask;       /* bit (1 << sy_dtype) per matmul weight dtype */
     uint32_t act_bits;          /* 8 or 16: activation quantisation width */
+    bool act_per_block;         /* one scale per 32 activations instead of per row */
+    /* Mixed precision, as NPU toolchains assign it per layer: matmuls whose
+     * node name matches one of these fnmatch patterns use int16 activations. */
+    char wide[NPU_MAX_WIDE][NPU_PATTERN_MAX];
+    uint32_t n_wide;
     npu_eltwise_precision eltwise;
     bool static_shapes;         /* dense layouts only, no strided views */
     uint32_t k_multiple;        /* matmul K must be a multiple of this */
@@ -163,7 +171,9 @@ typedef struct npu_view {
     const sy_tensor *t; /* shape, dtype and strides */
 } npu_view;
 sy_status npu_kernel_matmul(npu_state *s, const npu_view *w, const npu_view *x,
-                            const npu_view *y);
+                            const npu_view *y, uint32_t act_bits);
+/* Activation width (8 or 16) the capability file gives the matmul |name|. */
+uint32_t npu_matmul_act_bits(const npu_caps *caps, const char *name);
 /* Quantises |n| floats to integers of |bits| (8 or 16) with one dynamic
  * scale, round to nearest even; returns the scale (0 for an all-zero row,
  * NaN when the row holds a NaN or an infinity). */

@@ -3,8 +3,9 @@
  * The arithmetic, exactly (the emulation is bit-reproducible across
  * machines; see npusim_isa.c):
  *   1. Each activation row X[:, m] (K floats) is quantised dynamically:
- *      s_m = max|x| / Q with Q = 127 (int8) or 32767 (int16), and
- *      q = round_half_even(x / s_m) clamped to [-Q, Q].
+ *      s_m = max|x| / Q with Q = 127 (int8) or 32767 (int16: the file's
+ *      activation dtype, or a node named in matmul.activations.int16_nodes),
+ *      and q = round_half_even(x / s_m) clamped to [-Q, Q].
  *   2. Each weight row is unpacked block by block (32 elements) into
  *      integers w_q with a float32 block scale d_b and, for Q4_1/Q5_1, a
  *      block minimum m_b (a zero point: w = d_b * w_q + m_b).
@@ -14,8 +15,13 @@
  *      into eight float32 partial sums (block b into sum b mod 8), which
  *      are added pairwise ((0+1)+(2+3))+((4+5)+(6+7)) and multiplied by
  *      s_m.
+ * With matmul.activations.granularity "per_block" (block-scaled integers,
+ * as in microscaling formats) each 32-element block of a row gets its own
+ * scale s_mb in step 1, v_b is multiplied by s_mb in step 4, and the final
+ * multiplication by s_m is dropped.
  * The error against the float reference is the activation rounding only:
  * |out - ref| <= 0.5 * s_m * sum_k |W[k, n]| plus float32 summation noise. */
+#include <fnmatch.h>
 #include <math.h>
 #include <string.h>
 
@@ -152,32 +158,44 @@ float npu_quantize_row(const float *x, int64_t n, uint32_t bits, int16_t *out_q)
 }
 
 /* Sums the blocks' values into eight interleaved float32 partial sums and
- * reduces them in a fixed order (step 4 above). */
+ * reduces them in a fixed order (step 4 above).  |xs| holds one
+ * activation scale per block (per-block granularity) or is NULL. */
 static float npu_accumulate(const int32_t *isum, const float *d, const float *mins,
-                            const int32_t *asum, int64_t nblocks)
+                            const int32_t *asum, const float *xs, int64_t nblocks)
 {
     float acc[8] = {0};
     for (int64_t b = 0; b < nblocks; b++) {
         float v = d[b] * (float)isum[b];
         if (mins)
             v += mins[b] * (float)asum[b];
+        if (xs)
+            v *= xs[b];
         acc[b & 7] += v;
     }
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+uint32_t npu_matmul_act_bits(const npu_caps *caps, const char *name)
+{
+    for (uint32_t i = 0; i < caps->n_wide; i++)
+        if (fnmatch(caps->wide[i], name, 0) == 0)
+            return 16;
+    return caps->act_bits;
+}
+
 sy_status npu_kernel_matmul(npu_state *s, const npu_view *wv, const npu_view *xv,
-                            const npu_view *yv)
+                            const npu_view *yv, uint32_t act_bits)
 {
     const sy_tensor *w = wv->t, *x = xv->t, *y = yv->t;
     const int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
     const int64_t nblocks = K / NPU_QK;
     const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
 
-    /* Activation scratch: q [M*K] int16, scales [M], block sums [M*nblocks]. */
+    /* Activation scratch: q [M*K] int16, scales [M*nblocks] (per row: the
+     * first M), block sums [M*nblocks]. */
+    const bool per_block = s->caps.act_per_block;
     const size_t q_bytes = (size_t)(M * K) * sizeof(int16_t);
-    const size_t act_bytes = q_bytes + (size_t)M * sizeof(float) +
-                             (size_t)(M * nblocks) * sizeof(int32_t) + 64;
+    const size_t act_bytes = q_bytes + (size_t)(M * nblocks) * (sizeof(float) + sizeof(int32_t)) + 64;
     /* Weight scratch: q [K] int16, d and mins [nblocks] float, isum [nblocks]. */
     const size_t wq_bytes = (size_t)K * sizeof(int16_t);
     const size_t weight_bytes = wq_bytes + (size_t)nblocks * (2 * sizeof(float) + sizeof(int32_t)) + 64;
@@ -188,7 +206,7 @@ sy_status npu_kernel_matmul(npu_state *s, const npu_view *wv, const npu_view *xv
         return st;
     int16_t *xq = s->act.ptr;
     float *xs = (float *)((char *)s->act.ptr + q_bytes);
-    int32_t *xsum = (int32_t *)(xs + M);
+    int32_t *xsum = (int32_t *)(xs + M * nblocks);
     int16_t *wq = s->weight.ptr;
     float *wd = (float *)((char *)s->weight.ptr + wq_bytes);
     float *wm = wd + nblocks;
@@ -199,7 +217,14 @@ sy_status npu_kernel_matmul(npu_state *s, const npu_view *wv, const npu_view *xv
             const unsigned char *xb = xv->data + i2 * x->nb[2] + i3 * x->nb[3];
             for (int64_t m = 0; m < M; m++) {
                 int16_t *q = xq + m * K;
-                xs[m] = npu_quantize_row((const float *)(xb + m * x->nb[1]), K, s->caps.act_bits, q);
+                const float *row = (const float *)(xb + m * x->nb[1]);
+                if (per_block) {
+                    for (int64_t b = 0; b < nblocks; b++)
+                        xs[m * nblocks + b] = npu_quantize_row(row + b * NPU_QK, NPU_QK, act_bits,
+                                                               q + b * NPU_QK);
+                } else {
+                    xs[m] = npu_quantize_row(row, K, act_bits, q);
+                }
                 for (int64_t b = 0; b < nblocks; b++) {
                     int32_t a = 0;
                     for (int j = 0; j < NPU_QK; j++)
@@ -213,10 +238,11 @@ sy_status npu_kernel_matmul(npu_state *s, const npu_view *wv, const npu_view *xv
                 const bool asym = npu_unpack_weights(w->dtype, wb + n * w->nb[1], nblocks, wq, wd, wm);
                 for (int64_t m = 0; m < M; m++) {
                     s->isa->block_dots(wq, xq + m * K, nblocks, isum);
-                    const float acc = npu_accumulate(isum, wd, asym ? wm : NULL,
-                                                     xsum + m * nblocks, nblocks);
+                    const float acc =
+                        npu_accumulate(isum, wd, asym ? wm : NULL, xsum + m * nblocks,
+                                       per_block ? xs + m * nblocks : NULL, nblocks);
                     float *out = (float *)(yb + m * y->nb[1]);
-                    out[n] = acc * xs[m];
+                    out[n] = per_block ? acc : acc * xs[m];
                 }
             }
         }

@@ -1,16 +1,17 @@
 /* Accuracy of the NPU path on the real SmolLM2-135M (issue 6, item 2):
  * every step of the model planned over cpu and npusim with the matmuls
  * pinned to npusim (W8A8) and everything else on the cpu, against the cpu
- * alone.  Measured:
+ * alone (which itself quantises activations to Q8 blocks for quantised
+ * weights).  Measured and logged:
  *   - top-1 agreement over a 256-token greedy run: the cpu generates 256
  *     tokens greedily; the NPU path, fed the same tokens (teacher forcing),
  *     must pick the same token at each position;
  *   - the first position where an NPU greedy run of its own departs;
- *   - perplexity of a fixed text, within 3% of the cpu path.
- * SmolLM2's weights are Q4_1 (its output head Q8_0), so the capability file
- * of this test adds q4_1 to the default q8_0/q4_0; with the default file only
- * the output head runs on npusim, which is measured too.  The numbers are
- * printed (criterion info) and recorded in docs/plugin-guide.md. */
+ *   - perplexity of two fixed texts (prose; markdown with code), with
+ *     per-row activation scales (the default) and per-block ones.
+ * SmolLM2's weights are Q4_1 (its output head Q8_0), so the capability
+ * files here add q4_1 to the default q8_0/q4_0.  The numbers are recorded
+ * in docs/plugin-guide.md. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <math.h>
@@ -41,6 +42,25 @@ static const char acc_text[] =
     "are different types of yards, and different parts within a yard, depending on how they are "
     "built. In a flat yard, cars are pushed by a locomotive and coasted to their places; in a hump "
     "yard, gravity does the work once the cars are pushed over a small hill.";
+
+/* Technical prose with code, where activations have more outliers. */
+static const char acc_code[] =
+    "## Buffers\n\nA plugin allocates device memory with `buffer_alloc` and frees it with "
+    "`buffer_free`. The core never touches the bytes directly unless `buffer_host_ptr` returns "
+    "a mapping:\n\n```c\nstatic sy_status acme_buffer_alloc(void *state, uint32_t dev, "
+    "uint64_t size,\n                                   void **out_buffer)\n{\n    acme_state *s = "
+    "state;\n    *out_buffer = NULL;\n    if (dev >= s->n_devices)\n        return "
+    "SY_E_INVALID_ARG;\n    acme_block *b = acme_arena_take(&s->arena, size, 256);\n    if (!b)\n"
+    "        return SY_E_NO_MEMORY;\n    *out_buffer = b;\n    return SY_OK;\n}\n```\n\n"
+    "| entry | required | notes |\n| --- | --- | --- |\n| `copy_in` | yes | host to device, at "
+    "a byte offset |\n| `copy_out` | yes | device to host |\n| `copy_device` | no | within one "
+    "plugin |\n\nRun `switchyard plugin-check build/plugins/acme/acme.so --device 0` after every "
+    "change; a failing check prints its name, the seed (0x5eed1234) and the first element that "
+    "differs, e.g. `element 17: got 0.2841, want 0.2876, tolerance 2.5e-05`. Set "
+    "`SWITCHYARD_LOG=debug` to see what the plugin logged, and `--json` for CI.\n\n"
+    "```meson\nshared_module('acme', files('acme_plugin.c', 'acme_buffer.c'),\n  name_prefix : "
+    "'',\n  gnu_symbol_visibility : 'hidden',\n  install_dir : get_option('libdir') / "
+    "'switchyard' / 'plugins')\n```\n";
 
 typedef struct acc_path {
     bool npu;            /* planned over cpu + npusim, matmuls pinned to npusim */
@@ -213,14 +233,13 @@ static double acc_perplexity(acc_ctx *a, acc_path *p, const int32_t *ids, uint32
     return exp(nll / (n - 1));
 }
 
-typedef struct acc_result {
-    double agreement;     /* teacher-forced top-1 agreement over the greedy run */
-    uint32_t divergence;  /* first position where the NPU's own greedy run departs */
-    double ppl_cpu, ppl_npu;
+typedef struct acc_greedy_result {
+    double agreement;    /* teacher-forced top-1 agreement over the greedy run */
+    uint32_t divergence; /* first position where the NPU's own greedy run departs */
     uint32_t npu_matmuls;
-} acc_result;
+} acc_greedy_result;
 
-static void acc_measure(acc_ctx *a, acc_result *r)
+static void acc_measure_greedy(acc_ctx *a, acc_greedy_result *r)
 {
     memset(r, 0, sizeof *r);
     int32_t prompt[64];
@@ -261,35 +280,68 @@ static void acc_measure(acc_ctx *a, acc_result *r)
     for (uint32_t i = 0; i < ACC_GREEDY && r->divergence == ACC_GREEDY; i++)
         if (npu_seq[i] != cpu_seq[i])
             r->divergence = i;
-
-    int32_t ids[512];
-    const uint32_t n_ids = acc_tokenize(a, acc_text, ids, 512);
-    acc_path_init(a, &cpu, false);
-    r->ppl_cpu = acc_perplexity(a, &cpu, ids, n_ids);
-    acc_path_free(a, &cpu);
-    acc_path_init(a, &npu, true);
-    r->ppl_npu = acc_perplexity(a, &npu, ids, n_ids);
-    acc_path_free(a, &npu);
-    cr_log_info("npusim on SmolLM2-135M (%u matmuls on npusim per step): top-1 agreement %.1f%% "
-                "over %u greedy tokens, own greedy run departs at token %u, perplexity %.4f vs "
-                "cpu %.4f (%+.2f%%) on %u tokens",
-                r->npu_matmuls, 100.0 * r->agreement, ACC_GREEDY, r->divergence, r->ppl_npu,
-                r->ppl_cpu, 100.0 * (r->ppl_npu / r->ppl_cpu - 1.0), n_ids);
     free(logits);
     free(cpu_seq);
     free(npu_seq);
 }
 
-Test(npusim_accuracy, smollm2_with_every_matmul_on_npusim_tracks_the_cpu, .timeout = 1200)
+/* Perplexity of |text| on the cpu path and on the NPU path; returns the
+ * relative change and logs both. */
+static double acc_measure_ppl(acc_ctx *a, const char *what, const char *text)
+{
+    int32_t ids[512];
+    const uint32_t n = acc_tokenize(a, text, ids, 512);
+    acc_path cpu, npu;
+    acc_path_init(a, &cpu, false);
+    const double ppl_cpu = acc_perplexity(a, &cpu, ids, n);
+    acc_path_free(a, &cpu);
+    acc_path_init(a, &npu, true);
+    const double ppl_npu = acc_perplexity(a, &npu, ids, n);
+    acc_path_free(a, &npu);
+    const double rel = ppl_npu / ppl_cpu - 1.0;
+    cr_log_info("  perplexity of the %s text (%u tokens): npusim path %.4f, cpu %.4f (%+.2f%%)",
+                what, n, ppl_npu, ppl_cpu, 100.0 * rel);
+    return rel;
+}
+
+static const char acc_q4_1_per_row[] =
+    "{ \"matmul\": { \"weight_dtypes\": [\"q8_0\", \"q4_0\", \"q4_1\"] } }";
+static const char acc_q4_1_per_block[] =
+    "{ \"matmul\": { \"weight_dtypes\": [\"q8_0\", \"q4_0\", \"q4_1\"],\n"
+    "  \"activations\": { \"granularity\": \"per_block\" } } }";
+
+Test(npusim_accuracy, smollm2_with_every_matmul_on_npusim_tracks_the_cpu, .timeout = 1800)
 {
     acc_ctx a;
-    if (!acc_open(&a, "{ \"matmul\": { \"weight_dtypes\": [\"q8_0\", \"q4_0\", \"q4_1\"] } }"))
+    if (!acc_open(&a, acc_q4_1_per_row))
         cr_skip_test("SmolLM2 not fetched");
-    acc_result r;
-    acc_measure(&a, &r);
+    acc_greedy_result r;
+    acc_measure_greedy(&a, &r);
+    cr_log_info("npusim W8A8 per-row on SmolLM2-135M, %u matmuls on npusim per step: top-1 "
+                "agreement %.1f%% over %u greedy tokens; its own greedy run departs at token %u",
+                r.npu_matmuls, 100.0 * r.agreement, ACC_GREEDY, r.divergence);
     cr_assert_eq(r.npu_matmuls, 7 * a.n_layer + 1, "only %u matmuls ran on npusim", r.npu_matmuls);
-    cr_assert(fabs(r.ppl_npu / r.ppl_cpu - 1.0) <= 0.03, "perplexity %.4f vs cpu %.4f",
-              r.ppl_npu, r.ppl_cpu);
     cr_assert_geq(r.agreement, 0.90, "top-1 agreement %.1f%%", 100.0 * r.agreement);
+    const double prose = acc_measure_ppl(&a, "prose", acc_text);
+    const double code = acc_measure_ppl(&a, "markdown and code", acc_code);
+    cr_assert(fabs(prose) <= 0.03, "perplexity of the prose text moved %+.2f%%", 100.0 * prose);
+    /* Per-row int8 loses more where activations have outliers (measured
+     * about +7% here): a guard against regressions, not the 3% target,
+     * which per-block scaling meets (next test). */
+    cr_assert(fabs(code) <= 0.12, "perplexity of the code text moved %+.2f%%", 100.0 * code);
+    acc_close(&a);
+}
+
+Test(npusim_accuracy, smollm2_with_per_block_activation_scales_stays_within_3_percent,
+     .timeout = 1800)
+{
+    acc_ctx a;
+    if (!acc_open(&a, acc_q4_1_per_block))
+        cr_skip_test("SmolLM2 not fetched");
+    cr_log_info("npusim W8A8 per-block on SmolLM2-135M:");
+    const double prose = acc_measure_ppl(&a, "prose", acc_text);
+    const double code = acc_measure_ppl(&a, "markdown and code", acc_code);
+    cr_assert(fabs(prose) <= 0.03, "perplexity of the prose text moved %+.2f%%", 100.0 * prose);
+    cr_assert(fabs(code) <= 0.03, "perplexity of the code text moved %+.2f%%", 100.0 * code);
     acc_close(&a);
 }

@@ -95,6 +95,18 @@ Test(npusim_matmul, handles_asymmetric_and_five_bit_weights_when_the_file_allows
     nt_close(&t);
 }
 
+Test(npusim_matmul, per_block_activation_scales_stay_within_the_per_row_bound)
+{
+    /* A block's scale never exceeds its row's, so the per-row bound holds. */
+    nt_rt t;
+    nt_open(&t, "{ \"matmul\": { \"activations\": { \"granularity\": \"per_block\" } } }",
+            false);
+    cr_assert_neq(t.npu, UINT32_MAX, "log:\n%s", t.log);
+    check_matmul_bound(&t, SY_DTYPE_Q8_0, 576, 64, 4, 127.0f);
+    check_matmul_bound(&t, SY_DTYPE_Q4_0, 288, 17, 3, 127.0f);
+    nt_close(&t);
+}
+
 Test(npusim_matmul, int16_activations_shrink_the_error_to_their_own_bound)
 {
     nt_rt t;
@@ -182,6 +194,20 @@ Test(npusim_matmul, matches_the_documented_integer_arithmetic_bit_for_bit)
             nt_graph_free(&ng);
         }
     }
+    nt_close(&t);
+}
+
+Test(npusim_matmul, widens_the_activations_of_matmuls_named_in_int16_nodes)
+{
+    /* The same graph with the node widened by name must come out closer to
+     * the float reference, within the int16 bound. */
+    nt_rt t;
+    nt_open(&t, "{ \"matmul\": { \"activations\": { \"int16_nodes\": [\"m?\"] } } }", false);
+    cr_assert_neq(t.npu, UINT32_MAX, "log:\n%s", t.log);
+    sy_device_desc d;
+    cr_assert_eq(sy_runtime_query_device(t.rt, t.npu, &d), SY_OK);
+    cr_assert(strstr(d.topology, "W8A8 (A16 on 1 pattern)") != NULL, "%s", d.topology);
+    check_matmul_bound(&t, SY_DTYPE_Q8_0, 576, 40, 3, 32767.0f); /* the node is named "mm" */
     nt_close(&t);
 }
 
