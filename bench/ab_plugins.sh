@@ -4,8 +4,10 @@
 # and to B, alternating within every round, and the table gives the median
 # tokens/s of each over the rounds and the ratio B/A.
 #
-# usage: bench/ab_plugins.sh A_PLUGIN_DIR B_PLUGIN_DIR [-m MODEL]... [-t "1 2"]
+# usage: bench/ab_plugins.sh A B [-m MODEL]... [-t "1 2"]
 #                            [-p 128] [-n 32] [-r 2] [--rounds 5] [-B BUILD_DIR]
+# A and B are each a plugin folder, optionally followed by environment
+# settings for that side: "build/plugins/cpu,SWITCHYARD_CPU_ACTIVATIONS=q8".
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 a=$1 b=$2
@@ -35,10 +37,11 @@ trap 'rm -rf "$out"' EXIT
 for ((r = 0; r < rounds; r++)); do
     for side in a b; do
         [ $((r % 2)) = 1 ] && side=$([ $side = a ] && echo b || echo a)
-        dir=$([ $side = a ] && echo "$a" || echo "$b")
+        spec=$([ $side = a ] && echo "$a" || echo "$b")
+        IFS=, read -r -a parts <<<"$spec"
         for mi in "${!models[@]}"; do
             for t in $threads; do
-                SWITCHYARD_PLUGIN_PATH=$dir "$build/tools/switchyard" bench -m "${models[$mi]}" \
+                env SWITCHYARD_PLUGIN_PATH="${parts[0]}" "${parts[@]:1}" "$build/tools/switchyard" bench -m "${models[$mi]}" \
                     -t "$t" -p "$n_prompt" -n "$n_gen" -r "$reps" -o json >"$out/$side-$r-$mi-$t.json"
             done
         done

@@ -4,11 +4,13 @@
  *   SWITCHYARD_CPU_ISA   inner-kernel table: auto (default), scalar, avx2,
  *                        avxvnni, avx512
  *   SWITCHYARD_CPU_PIN   0: leave worker threads unpinned (default: pinned)
- *   SWITCHYARD_CPU_ACTIVATIONS  f32 (default): matmuls keep activations
- *                        in F32 (meets the logits oracle of tests/reference);
- *                        q8: quantized matmuls quantize activations to 8
- *                        bits as llama.cpp does (~1.5x faster decode here,
- *                        but rel. L2 3.7e-2 on SmolLM2 vs the oracle's 2e-2) */
+ *   SWITCHYARD_CPU_ACTIVATIONS  how quantized matmuls take activations:
+ *                        q16 (default) as 16-bit integers in two int8
+ *                        planes (integer dot products, within the logits
+ *                        oracle of tests/reference); q8 as 8-bit integers
+ *                        as llama.cpp does (fastest, but rel. L2 3.7e-2 on
+ *                        SmolLM2 against the oracle's 2e-2); f32 as floats
+ *                        (weights dequantized row by row, slowest) */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -196,9 +198,14 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
                 isa_request, st == SY_E_UNSUPPORTED ? "not available" : "unknown", s->isa->name);
 
     const char *act = getenv("SWITCHYARD_CPU_ACTIVATIONS");
-    s->f32_activations = !(act && strcmp(act, "q8") == 0);
-    if (act && *act && strcmp(act, "f32") != 0 && strcmp(act, "q8") != 0)
-        cpu_log(s, SY_LOG_WARN, "ignoring SWITCHYARD_CPU_ACTIVATIONS='%s' (want q8 or f32)", act);
+    s->act_planes = 2;
+    if (act && strcmp(act, "f32") == 0)
+        s->act_planes = 0;
+    else if (act && strcmp(act, "q8") == 0)
+        s->act_planes = 1;
+    else if (act && *act && strcmp(act, "q16") != 0)
+        cpu_log(s, SY_LOG_WARN, "ignoring SWITCHYARD_CPU_ACTIVATIONS='%s' (want q16, q8 or f32)",
+                act);
 
     s->n_threads = cpu_thread_count(s);
     s->lanes = host->alloc(host->ctx, sizeof(cpu_lane) * s->n_threads, CPU_ALIGN);
@@ -221,7 +228,7 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
     d->kind = SY_DEVICE_CPU;
     snprintf(d->name, sizeof d->name, "cpu");
     snprintf(d->driver, sizeof d->driver, "switchyard-cpu %s (%s kernels, %s acts, %u threads)",
-             CPU_PLUGIN_VERSION, s->isa->name, s->f32_activations ? "f32" : "q8", s->n_threads);
+             CPU_PLUGIN_VERSION, s->isa->name, s->act_planes == 0 ? "f32" : s->act_planes == 1 ? "q8" : "q16", s->n_threads);
     d->memory_bytes = cpu_physical_memory();
     d->unified_memory = 1;
     if (s->topo) {

@@ -47,9 +47,10 @@ typedef struct cpu_state {
     uint32_t n_threads;
     cpu_isa_features features;
     const cpu_isa_table *isa;
-    /* Quantized matmuls keep F32 activations (SWITCHYARD_CPU_ACTIVATIONS=f32)
-     * instead of quantizing them to Q8. */
-    bool f32_activations;
+    /* How quantized matmuls treat their activations
+     * (SWITCHYARD_CPU_ACTIVATIONS): 0 keeps them in F32, 1 or 2 quantizes
+     * them to that many int8 planes (q8, q16; see cpu_isa.h). */
+    int act_planes;
     cpu_lane *lanes;    /* n_threads entries */
     void *shared;       /* scratch read by every lane (converted inputs) */
     size_t shared_size;

@@ -24,58 +24,66 @@
 typedef void (*cpu_dequant_fn)(const void *src, float *dst, int64_t n);
 
 /* Q8 columns: the quantized matmul quantizes each activation column of K
- * elements (K a multiple of 32) once, into
- *   int8_t qs[K]          round(x / d) per 32-element block, in [-127, 127]
- *   float  sc[2 * K / 32] per block: d = max |x| / 127 (0 for an all-zero
- *                         block), then ds = d * the sum of the block's qs
- * padded to 64 bytes.  The integer dot products read weight blocks against
- * them; ds serves formats with a min or an offset (Q4_0/Q5_0 centre their
- * quants, Q4_1/Q5_1/Q4_K/Q5_K subtract a min), and keeping it next to d
- * lets one vector multiply scale a weight block's (d, min) pair. */
+ * elements (K a multiple of 32) once, with one or two planes of int8:
+ *   1 plane (q8):   q = round(x / d), d = max |x| / 127 per 32-element block
+ *   2 planes (q16): q = round(x / d), d = max |x| / (127 * 128), split as
+ *                   q = 128 * hi + lo with hi in [-127, 127], lo in [-64, 63]
+ * The layout of one column:
+ *   int8_t hi[K]           (the only plane of q8)
+ *   int8_t lo[K]           (q16 only)
+ *   float  sc[2 * K / 32]  per block: d, then ds = d * the sum of its q
+ * padded to 64 bytes.  The integer dot products multiply weight quants with
+ * each plane and combine the int32 sums as 128 * hi + lo, so q16 costs two
+ * 8-bit dot instructions where q8 costs one, and keeps the error of the
+ * activations 128 times smaller (within the logits oracle of issue 3,
+ * where q8 is not).  ds serves formats with a min or an offset (Q4_0/Q5_0
+ * centre their quants, Q4_1/Q5_1/Q4_K/Q5_K subtract a min); keeping it next
+ * to d lets one vector multiply scale a weight block's (d, min) pair. */
 #define CPU_Q8_BLOCK 32
 /* Columns one qdot call handles; a prefill reuses each unpacked weight
  * block for this many columns. */
 #define CPU_QDOT_MAX_COLS 4
 
-/* Bytes of one Q8 column of |k| elements. */
-static inline size_t cpu_q8_col_bytes(int64_t k)
+/* Bytes of one Q8 column of |k| elements with |planes| (1 or 2) planes. */
+static inline size_t cpu_q8_col_bytes(int64_t k, int planes)
 {
-    return ((size_t)k + 2 * sizeof(float) * (size_t)(k / CPU_Q8_BLOCK) + 63) & ~(size_t)63;
+    return ((size_t)k * (size_t)planes + 2 * sizeof(float) * (size_t)(k / CPU_Q8_BLOCK) + 63) &
+           ~(size_t)63;
 }
 
-/* The (d, ds) pairs of the Q8 column at |col| of |k| elements. */
-static inline const float *cpu_q8_scales(const void *col, int64_t k)
+/* The (d, ds) pairs of the Q8 column at |col|. */
+static inline const float *cpu_q8_scales(const void *col, int64_t k, int planes)
 {
-    return (const float *)((const int8_t *)col + k);
+    return (const float *)((const int8_t *)col + k * planes);
 }
 
 /* Quantizes |k| floats (a multiple of 32) into the Q8 column at |out|. */
-typedef void (*cpu_quantize_q8_fn)(const float *x, void *out, int64_t k);
+typedef void (*cpu_quantize_q8_fn)(const float *x, void *out, int64_t k, int planes);
 
 /* out[c] = sum_i w[i] * x_c[i] over |k| elements for the |nc| (1 ..
  * CPU_QDOT_MAX_COLS) Q8 columns x_c at x + c * x_stride, where w is one
  * dense weight row of the table slot's dtype. */
 typedef void (*cpu_qdot_fn)(const void *w, const void *x, size_t x_stride, int nc, int64_t k,
-                            float *out);
+                            int planes, float *out);
 
 /* Packs |nc| (<= the table's q8_panel) Q8 columns at |cols| + c * col_stride
  * into one panel at |panel| (layout in cpu_qgemm_x86.inc); missing columns
  * are zero. */
 typedef void (*cpu_pack_panel_fn)(const void *cols, size_t col_stride, int nc, int64_t k,
-                                  void *panel);
+                                  int planes, void *panel);
 
 /* Multiplies |rows| weight rows (|w_stride| bytes apart) of the table
  * slot's dtype with |n_panels| consecutive panels: y[c * y_stride + n] for
  * row n and the panels' first |ncols| columns c.  |scratch| holds
  * cpu_qgemm_scratch_bytes(k). */
 typedef void (*cpu_qgemm_fn)(const void *w, size_t w_stride, int64_t rows, const void *panels,
-                             int n_panels, int64_t k, float *y, size_t y_stride, int ncols,
-                             void *scratch);
+                             int n_panels, int64_t k, int planes, float *y, size_t y_stride,
+                             int ncols, void *scratch);
 
 /* Bytes of one panel of |cols| columns of |k| elements. */
-static inline size_t cpu_q8_panel_bytes(int64_t k, uint32_t cols)
+static inline size_t cpu_q8_panel_bytes(int64_t k, uint32_t cols, int planes)
 {
-    return (size_t)(k / CPU_Q8_BLOCK) * (32 + 3 * sizeof(float)) * cols;
+    return (size_t)(k / CPU_Q8_BLOCK) * (32 * (size_t)planes + 3 * sizeof(float)) * cols;
 }
 
 /* Scratch a qgemm call needs: one decoded weight row. */

@@ -5,7 +5,8 @@
  * cpu_isa.h) and every output is an integer dot product of a weight row
  * with a Q8 column (isa->qdot), so weights are never expanded to F32.
  * Float weights (F32, F16, BF16, I32) dot F32 columns in place
- * (isa->fdot); F16 columns are converted to F32 first.  With
+ * (isa->fdot); F16 columns are converted to F32 first.  Quantized columns
+ * have one int8 plane (q8) or two (q16, the default: see cpu_isa.h).  With
  * SWITCHYARD_CPU_ACTIVATIONS=f32 quantized weights take a float path too:
  * each row is dequantized into lane scratch and dotted with F32 columns
  * (as exact as the reference, several times slower).
@@ -49,6 +50,7 @@ typedef struct cpu_matmul_ctx {
     int64_t k, n_rows, m_cols;
     int64_t x_ne2, r2, r3; /* batches of x; broadcast ratios of w */
     cpu_qdot_fn qdot;      /* quantized weights: Q8 columns at xq */
+    int planes;
     const uint8_t *xq;
     size_t xq_stride;
     cpu_fdot_fn fdot;      /* float weights: F32 columns at xf */
@@ -67,6 +69,7 @@ typedef struct cpu_matmul_ctx {
 
 typedef struct cpu_prepare_ctx {
     const cpu_state *s;
+    int planes;
     const sy_tensor *x; /* F32 or F16 with dense rows */
     uint8_t *xq;        /* Q8 columns (quantize) */
     size_t xq_stride;
@@ -82,7 +85,7 @@ static void cpu_matmul_quantize_col(const cpu_prepare_ctx *c, int64_t r, float *
         c->s->isa->dequant[SY_DTYPE_F16](src, tmp, k);
         src = tmp;
     }
-    c->s->isa->quantize_q8(src, c->xq + (size_t)r * c->xq_stride, k);
+    c->s->isa->quantize_q8(src, c->xq + (size_t)r * c->xq_stride, k, c->planes);
 }
 
 static void cpu_matmul_quantize_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
@@ -112,7 +115,7 @@ static void cpu_matmul_panel_task(void *arg, uint32_t ith, uint32_t nth, uint32_
     const int64_t k = c->x->ne[0], m_cols = c->x->ne[1];
     const uint32_t g = isa->q8_panel;
     const int64_t ppb = (m_cols + g - 1) / g, batches = c->x->ne[2] * c->x->ne[3];
-    const size_t col_bytes = cpu_q8_col_bytes(k);
+    const size_t col_bytes = cpu_q8_col_bytes(k, c->planes);
     uint8_t *cols = c->s->lanes[lane].scratch;
     float *tmp = (float *)(cols + (size_t)g * col_bytes);
     int64_t lo, hi;
@@ -128,9 +131,9 @@ static void cpu_matmul_panel_task(void *arg, uint32_t ith, uint32_t nth, uint32_
                 isa->dequant[SY_DTYPE_F16](src, tmp, k);
                 src = tmp;
             }
-            isa->quantize_q8(src, cols + (size_t)j * col_bytes, k);
+            isa->quantize_q8(src, cols + (size_t)j * col_bytes, k, c->planes);
         }
-        isa->pack_q8_panel(cols, col_bytes, nc, k, c->xq + (size_t)p * c->xq_stride);
+        isa->pack_q8_panel(cols, col_bytes, nc, k, c->planes, c->xq + (size_t)p * c->xq_stride);
     }
 }
 
@@ -141,10 +144,10 @@ static sy_status cpu_matmul_panels(cpu_state *s, const sy_tensor *x, cpu_matmul_
     const int64_t k = x->ne[0], m_cols = x->ne[1], batches = x->ne[2] * x->ne[3];
     const uint32_t g = s->isa->q8_panel;
     mc->panel_cols = g;
-    mc->panel_bytes = cpu_q8_panel_bytes(k, g);
+    mc->panel_bytes = cpu_q8_panel_bytes(k, g, mc->planes);
     mc->panels_per_batch = (m_cols + g - 1) / g;
     const int64_t n_panels = mc->panels_per_batch * batches;
-    size_t scratch = (size_t)g * cpu_q8_col_bytes(k) + (size_t)k * sizeof(float);
+    size_t scratch = (size_t)g * cpu_q8_col_bytes(k, mc->planes) + (size_t)k * sizeof(float);
     if (scratch < cpu_qgemm_scratch_bytes(k))
         scratch = cpu_qgemm_scratch_bytes(k);
     sy_status st = cpu_shared_reserve(s, (size_t)n_panels * mc->panel_bytes);
@@ -154,7 +157,8 @@ static sy_status cpu_matmul_panels(cpu_state *s, const sy_tensor *x, cpu_matmul_
         return st;
     mc->xq = s->shared;
     mc->xq_stride = mc->panel_bytes;
-    cpu_prepare_ctx pc = {.s = s, .x = x, .xq = s->shared, .xq_stride = mc->panel_bytes};
+    cpu_prepare_ctx pc = {.s = s, .planes = mc->planes, .x = x, .xq = s->shared,
+                          .xq_stride = mc->panel_bytes};
     uint32_t nth = cpu_lanes_for(s, n_panels * g * k, CPU_MATMUL_SERIAL_QUANTIZE);
     if ((int64_t)nth > n_panels)
         nth = (uint32_t)n_panels;
@@ -167,13 +171,14 @@ static sy_status cpu_matmul_panels(cpu_state *s, const sy_tensor *x, cpu_matmul_
 static sy_status cpu_matmul_quantize(cpu_state *s, const sy_tensor *x, cpu_matmul_ctx *mc)
 {
     const int64_t k = x->ne[0], cols = cpu_nrows(x);
-    mc->xq_stride = cpu_q8_col_bytes(k);
+    mc->xq_stride = cpu_q8_col_bytes(k, mc->planes);
     sy_status st = cpu_shared_reserve(s, (size_t)cols * mc->xq_stride);
     if (st == SY_OK && x->dtype == SY_DTYPE_F16)
         st = cpu_scratch_reserve(s, (size_t)k * sizeof(float));
     if (st != SY_OK)
         return st;
-    cpu_prepare_ctx pc = {.s = s, .x = x, .xq = s->shared, .xq_stride = mc->xq_stride};
+    cpu_prepare_ctx pc = {.s = s, .planes = mc->planes, .x = x, .xq = s->shared,
+                          .xq_stride = mc->xq_stride};
     mc->xq = s->shared;
     if (cols * k <= CPU_MATMUL_SERIAL_QUANTIZE) {
         for (int64_t r = 0; r < cols; r++)
@@ -237,7 +242,7 @@ static void cpu_matmul_tile(const cpu_matmul_ctx *c, int64_t item, float *scratc
         float *yb = (float *)cpu_row(y, c0, i2, i3) + n0;
         c->qgemm(w_base + n0 * (int64_t)w_nb1, w_nb1, n1 - n0,
                  c->xq + (size_t)(batch * c->panels_per_batch + p0) * c->panel_bytes, (int)(p1 - p0),
-                 c->k, yb, y->nb[1] / sizeof(float), (int)ncols, scratch);
+                 c->k, c->planes, yb, y->nb[1] / sizeof(float), (int)ncols, scratch);
         return;
     }
     if (c->qdot) {
@@ -251,7 +256,7 @@ static void cpu_matmul_tile(const cpu_matmul_ctx *c, int64_t item, float *scratc
             const uint8_t *xc = xb + (size_t)m * c->xq_stride;
             for (int64_t n = n0; n < n1; n++) {
                 float out[CPU_QDOT_MAX_COLS];
-                c->qdot(w_base + n * (int64_t)w_nb1, xc, c->xq_stride, nc, c->k, out);
+                c->qdot(w_base + n * (int64_t)w_nb1, xc, c->xq_stride, nc, c->k, c->planes, out);
                 for (int j = 0; j < nc; j++)
                     yc[j][n] = out[j];
             }
@@ -362,7 +367,8 @@ sy_status cpu_kernel_matmul(cpu_state *s, const sy_node *node, const char **out_
                         .x_ne2 = x->ne[2], .r2 = x->ne[2] / w->ne[2], .r3 = x->ne[3] / w->ne[3],
                         .qdot = qdot, .fdot = qdot ? NULL : fdot};
     sy_status st;
-    if (qdot && s->f32_activations) {
+    c.planes = s->act_planes;
+    if (qdot && s->act_planes == 0) {
         c.qdot = NULL;
         c.dequant = s->isa->dequant[w->dtype];
         c.fdot = s->isa->fdot[SY_DTYPE_F32];

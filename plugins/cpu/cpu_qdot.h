@@ -14,11 +14,11 @@
 #include <stdint.h>
 
 #define CPU_QDOT_ARGS \
-    const void *w, const void *x, size_t x_stride, int nc, int64_t k, float *out
+    const void *w, const void *x, size_t x_stride, int nc, int64_t k, int planes, float *out
 
 /* Declares the quantizer and the eight qdot kernels of one set. */
 #define CPU_QDOT_DECLARE_SET(prefix)                                  \
-    void prefix##_quantize_q8(const float *src, void *dst, int64_t k); \
+    void prefix##_quantize_q8(const float *src, void *dst, int64_t k, int planes); \
     void prefix##_qdot_q8_0(CPU_QDOT_ARGS);                           \
     void prefix##_qdot_q4_0(CPU_QDOT_ARGS);                           \
     void prefix##_qdot_q4_1(CPU_QDOT_ARGS);                           \
@@ -30,11 +30,12 @@
 
 #define CPU_QGEMM_ARGS                                                                          \
     const void *w, size_t w_stride, int64_t rows, const void *panels, int n_panels, int64_t k, \
-        float *y, size_t y_stride, int ncols, void *scratch
+        int planes, float *y, size_t y_stride, int ncols, void *scratch
 
 /* Declares the panel packer and the prefill GEMM kernels of one set. */
 #define CPU_QGEMM_DECLARE_SET(prefix)                                                         \
-    void prefix##_pack_panel(const void *cols, size_t col_stride, int nc, int64_t k, void *panel); \
+    void prefix##_pack_panel(const void *cols, size_t col_stride, int nc, int64_t k, int planes, \
+                             void *panel);                                                    \
     void prefix##_qgemm_q8_0(CPU_QGEMM_ARGS);                                                 \
     void prefix##_qgemm_q4_0(CPU_QGEMM_ARGS);                                                 \
     void prefix##_qgemm_q4_1(CPU_QGEMM_ARGS);                                                 \
@@ -52,21 +53,6 @@ CPU_QDOT_DECLARE_SET(cpu_avx512)
 CPU_QGEMM_DECLARE_SET(cpu_avx2)
 CPU_QGEMM_DECLARE_SET(cpu_avxvnni)
 CPU_QGEMM_DECLARE_SET(cpu_avx512)
-/* Fills the prefill-GEMM slots of a table initializer with the set
- * |prefix| (panels of 8 columns); |q8_0| is its Q8_0 kernel or NULL. */
-#define CPU_QGEMM_TABLE_ENTRIES(prefix, q8_0)           \
-    .q8_panel = 8, .pack_q8_panel = prefix##_pack_panel, \
-    .qgemm = {                                         \
-        [SY_DTYPE_Q8_0] = q8_0,                        \
-        [SY_DTYPE_Q4_0] = prefix##_qgemm_q4_0,         \
-        [SY_DTYPE_Q4_1] = prefix##_qgemm_q4_1,         \
-        [SY_DTYPE_Q5_0] = prefix##_qgemm_q5_0,         \
-        [SY_DTYPE_Q5_1] = prefix##_qgemm_q5_1,         \
-        [SY_DTYPE_Q4_K] = prefix##_qgemm_q4_k,         \
-        [SY_DTYPE_Q5_K] = prefix##_qgemm_q5_k,         \
-        [SY_DTYPE_Q6_K] = prefix##_qgemm_q6_k,         \
-    }
-
 #endif
 
 /* Fills the qdot slots of a table initializer with the set |prefix|. */

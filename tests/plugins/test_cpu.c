@@ -16,10 +16,11 @@
 
 static const tol TOL_MATMUL = {1e-5, 2e-5};
 
-/* Error the Q8 activations of the quantized matmul may add to each output.
- * A column is quantized in blocks of 32 with step d = max|x| / 127, and
- * rounding moves each x[k] by at most d / 2 (plus a few ulp of the
- * 1/d product), so out[n, m] may move by sum_k |w[k, n]| * d_k / 2.  On
+/* Error the quantized activations of the quantized matmul may add to each
+ * output.  A column is quantized in blocks of 32 with step d = max|x| / top
+ * (top = 127 * 128 for q16, the default; 127 for q8), and rounding moves
+ * each x[k] by at most d / 2 (plus two ulp of x * (1 / d), up to top), so
+ * out[n, m] may move by sum_k |w[k, n]| * d_k * (1/2 + top * 2^-22).  On
  * top of that both kernels round in F32 in a different order: K * 2^-23
  * of sum_k |w x| covers the two sums (a worst case, not an estimate). */
 static float *matmul_bound(tcase *tc, const sy_tensor *w, const sy_tensor *x)
@@ -33,8 +34,8 @@ static float *matmul_bound(tcase *tc, const sy_tensor *w, const sy_tensor *x)
     float *step = tc_alloc(tc, sizeof(float) * (size_t)k);
     const char *wd = sy_graph_host_data(tc->g, w), *xd = sy_graph_host_data(tc->g, x);
     const char *act = getenv("SWITCHYARD_CPU_ACTIVATIONS");
-    /* F32 activations are the default; q8 quantizes them (opt-in). */
-    const bool quantized = sy_dtype_is_quantized(w->dtype) && act && strcmp(act, "q8") == 0;
+    const bool quantized = sy_dtype_is_quantized(w->dtype) && !(act && strcmp(act, "f32") == 0);
+    const double top = act && strcmp(act, "q8") == 0 ? 127.0 : 127.0 * 128.0;
     for (int64_t i3 = 0; i3 < c3; i3++) {
         for (int64_t i2 = 0; i2 < c2; i2++) {
             for (int64_t m = 0; m < m_cols; m++) {
@@ -46,7 +47,7 @@ static float *matmul_bound(tcase *tc, const sy_tensor *w, const sy_tensor *x)
                     for (int j = 0; j < 32; j++)
                         amax = fmaxf(amax, fabsf(xcol[b + j]));
                     for (int j = 0; j < 32; j++)
-                        step[b + j] = amax / 127.0f;
+                        step[b + j] = (float)(amax / top);
                 }
                 for (int64_t n = 0; n < n_rows; n++) {
                     const char *wr = wd + n * (int64_t)w->nb[1] + i2 / r2 * (int64_t)w->nb[2] +
@@ -54,7 +55,7 @@ static float *matmul_bound(tcase *tc, const sy_tensor *w, const sy_tensor *x)
                     cr_assert_eq(sy__dequantize_row(w->dtype, wr, wrow, k), SY_OK);
                     double q = 0.0, mag = 0.0;
                     for (int64_t i = 0; i < k; i++) {
-                        q += fabs(wrow[i]) * step[i] * 0.5001;
+                        q += fabs(wrow[i]) * step[i] * (0.5 + top * 0x1p-22);
                         mag += fabs((double)wrow[i] * xcol[i]);
                     }
                     const double b = (quantized ? q : 0.0) + (double)k * 0x1p-23 * mag;

@@ -2,9 +2,10 @@
  * test (the plugin exports nothing but its query symbol): the Q8 column
  * quantizer of every table against the scalar one (bit for bit), the
  * scalar dot kernels against the dequantized weights (the reference
- * dequantizers are ground truth), and every SIMD dot kernel against the
- * scalar one on random blocks, for 1..CPU_QDOT_MAX_COLS columns.  Seeds are
- * fresh per run and printed in every failure. */
+ * dequantizers are ground truth), and every SIMD dot and GEMM kernel
+ * against the scalar one on random blocks, for 1..CPU_QDOT_MAX_COLS
+ * columns, with one activation plane (q8) and two (q16).  Seeds are fresh
+ * per run and printed in every failure. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -61,39 +62,50 @@ Test(cpu_qdot, quantizes_columns_alike_on_every_table)
     trng_init(&r);
     const int64_t k = 1024;
     float *x = xalloc(sizeof(float) * k);
-    const size_t bytes = cpu_q8_col_bytes(k);
-    uint8_t *want = xalloc(bytes), *got = xalloc(bytes);
-    for (int round = 0; round < 20; round++) {
-        fill_activations(&r, x, k);
-        memset(want, 0, bytes);
-        cpu_isa_scalar_table()->quantize_q8(x, want, k);
-        const float *sc = cpu_q8_scales(want, k);
-        for (int64_t b = 0; b < k / 32; b++) {
-            int sum = 0;
-            for (int j = 0; j < 32; j++) {
-                const int8_t q = (int8_t)want[b * 32 + j];
-                cr_assert(q >= -127);
-                cr_assert(fabsf(x[b * 32 + j] - q * sc[2 * b]) <= 0.5001f * sc[2 * b],
-                          "seed %llu: x = %g quantized to %d * %g", (unsigned long long)r.seed,
-                          (double)x[b * 32 + j], q, (double)sc[2 * b]);
-                sum += q;
+    for (int planes = 1; planes <= 2; planes++) {
+        const size_t bytes = cpu_q8_col_bytes(k, planes);
+        const int top = planes == 2 ? 127 * 128 : 127;
+        uint8_t *want = xalloc(bytes), *got = xalloc(bytes);
+        for (int round = 0; round < 20; round++) {
+            fill_activations(&r, x, k);
+            memset(want, 0, bytes);
+            cpu_isa_scalar_table()->quantize_q8(x, want, k, planes);
+            const float *sc = cpu_q8_scales(want, k, planes);
+            for (int64_t b = 0; b < k / 32; b++) {
+                int sum = 0;
+                for (int j = 0; j < 32; j++) {
+                    const int8_t hi = (int8_t)want[b * 32 + j];
+                    const int8_t lo = planes == 2 ? (int8_t)want[k + b * 32 + j] : 0;
+                    const int q = planes == 2 ? 128 * hi + lo : hi;
+                    cr_assert(hi >= -127 && lo >= -64 && lo <= 63 && q >= -top && q <= top,
+                              "seed %llu: %d planes: quants %d %d", (unsigned long long)r.seed,
+                              planes, hi, lo);
+                    /* Half a step, plus the rounding of x * (1 / d): two
+                     * ulp of a value up to |top|. */
+                    cr_assert(fabs(x[b * 32 + j] - (double)q * sc[2 * b]) <=
+                                  (0.5 + top * 0x1p-22) * sc[2 * b],
+                              "seed %llu: %d planes: x = %g quantized to %d * %g",
+                              (unsigned long long)r.seed, planes, (double)x[b * 32 + j], q,
+                              (double)sc[2 * b]);
+                    sum += q;
+                }
+                cr_assert_eq(sc[2 * b + 1], sc[2 * b] * (float)sum, "seed %llu: block %lld",
+                             (unsigned long long)r.seed, (long long)b);
             }
-            cr_assert_eq(sc[2 * b + 1], sc[2 * b] * (float)sum, "seed %llu: block %lld",
-                         (unsigned long long)r.seed, (long long)b);
+            for (size_t t = 0; t < N_TABLES; t++) {
+                const cpu_isa_table *isa = simd_table(t);
+                if (!isa)
+                    continue;
+                memset(got, 0, bytes);
+                isa->quantize_q8(x, got, k, planes);
+                for (size_t i = 0; i < bytes; i++)
+                    cr_assert_eq(got[i], want[i], "seed %llu: %s quantizer (%d planes) differs at byte %zu",
+                                 (unsigned long long)r.seed, isa->name, planes, i);
+            }
         }
-        for (size_t t = 0; t < N_TABLES; t++) {
-            const cpu_isa_table *isa = simd_table(t);
-            if (!isa)
-                continue;
-            memset(got, 0, bytes);
-            isa->quantize_q8(x, got, k);
-            for (size_t i = 0; i < bytes; i++)
-                cr_assert_eq(got[i], want[i], "seed %llu: %s quantizer differs at byte %zu",
-                             (unsigned long long)r.seed, isa->name, i);
-        }
+        free(got);
+        free(want);
     }
-    free(got);
-    free(want);
     free(x);
 }
 
@@ -109,16 +121,17 @@ static void *random_rows(trng *r, sy_dtype t, int64_t k, int64_t rows, size_t *o
 
 /* sum_i w[i] * x^[i] in double from the dequantized row, and the
  * magnitude sum_i |w[i] * x^[i]| the F32 rounding of a kernel scales with. */
-static void exact_dot(sy_dtype t, const void *w, const uint8_t *col, int64_t k, double *out_dot,
-                      double *out_mag)
+static void exact_dot(sy_dtype t, const void *w, const uint8_t *col, int64_t k, int planes,
+                      double *out_dot, double *out_mag)
 {
     float *wf = xalloc(sizeof(float) * k);
     cr_assert_eq(sy__dequantize_row(t, w, wf, k), SY_OK);
-    const int8_t *q = (const int8_t *)col;
-    const float *sc = cpu_q8_scales(col, k);
+    const int8_t *hi = (const int8_t *)col, *lo = hi + k;
+    const float *sc = cpu_q8_scales(col, k, planes);
     double dot = 0.0, mag = 0.0;
     for (int64_t i = 0; i < k; i++) {
-        const double v = (double)wf[i] * ((double)q[i] * (double)sc[2 * (i / 32)]);
+        const double q = planes == 2 ? 128.0 * hi[i] + lo[i] : hi[i];
+        const double v = (double)wf[i] * (q * (double)sc[2 * (i / 32)]);
         dot += v;
         mag += fabs(v);
     }
@@ -142,77 +155,32 @@ Test(cpu_qdot, scalar_kernels_match_the_dequantized_dot)
     trng r;
     trng_init(&r);
     const cpu_isa_table *ref = cpu_isa_scalar_table();
-    for (size_t ti = 0; ti < N_QTYPES; ti++) {
-        const sy_dtype t = qtypes[ti];
-        int64_t ks[3];
-        row_lengths(t, ks);
-        for (int ki = 0; ki < 3; ki++) {
-            const int64_t k = ks[ki];
-            size_t row;
-            void *w = random_rows(&r, t, k, 1, &row);
-            float *x = xalloc(sizeof(float) * k);
-            fill_activations(&r, x, k);
-            uint8_t *col = xalloc(cpu_q8_col_bytes(k));
-            ref->quantize_q8(x, col, k);
-            float got;
-            ref->qdot[t](w, col, cpu_q8_col_bytes(k), 1, k, &got);
-            double want, mag;
-            exact_dot(t, w, col, k, &want, &mag);
-            /* Each block's product of F32 scales and its sum: a few ulp of
-             * the magnitude. */
-            cr_assert(fabs(got - want) <= 1e-5 * mag + 1e-30,
-                      "seed %llu: scalar %s K=%lld: %.9g, dequantized %.9g (magnitude %.3g)",
-                      (unsigned long long)r.seed, sy_dtype_name(t), (long long)k, (double)got, want,
-                      mag);
-            free(col);
-            free(x);
-            free(w);
-        }
-    }
-}
-
-Test(cpu_qdot, simd_kernels_match_the_scalar_kernels)
-{
-    trng r;
-    trng_init(&r);
-    const cpu_isa_table *ref = cpu_isa_scalar_table();
-    for (size_t tb = 0; tb < N_TABLES; tb++) {
-        const cpu_isa_table *isa = simd_table(tb);
-        if (!isa)
-            continue;
+    for (int planes = 1; planes <= 2; planes++) {
         for (size_t ti = 0; ti < N_QTYPES; ti++) {
             const sy_dtype t = qtypes[ti];
             int64_t ks[3];
             row_lengths(t, ks);
             for (int ki = 0; ki < 3; ki++) {
                 const int64_t k = ks[ki];
-                const size_t stride = cpu_q8_col_bytes(k);
+                const size_t stride = cpu_q8_col_bytes(k, planes);
                 size_t row;
-                void *w = random_rows(&r, t, k, 4, &row);
+                void *w = random_rows(&r, t, k, 1, &row);
                 float *x = xalloc(sizeof(float) * k);
-                uint8_t *cols = xalloc(stride * CPU_QDOT_MAX_COLS);
-                for (int c = 0; c < CPU_QDOT_MAX_COLS; c++) {
-                    fill_activations(&r, x, k);
-                    ref->quantize_q8(x, cols + c * stride, k);
-                }
-                for (int n = 0; n < 4; n++) {
-                    const void *wr = (const uint8_t *)w + n * row;
-                    for (int nc = 1; nc <= CPU_QDOT_MAX_COLS; nc++) {
-                        float want[CPU_QDOT_MAX_COLS], got[CPU_QDOT_MAX_COLS];
-                        ref->qdot[t](wr, cols, stride, nc, k, want);
-                        isa->qdot[t](wr, cols, stride, nc, k, got);
-                        for (int c = 0; c < nc; c++) {
-                            double exact, mag;
-                            exact_dot(t, wr, cols + c * stride, k, &exact, &mag);
-                            cr_assert(fabs((double)got[c] - want[c]) <= 2e-5 * mag + 1e-30,
-                                      "seed %llu: %s %s K=%lld row %d, column %d of %d: %.9g, "
-                                      "scalar %.9g (magnitude %.3g)",
-                                      (unsigned long long)r.seed, isa->name, sy_dtype_name(t),
-                                      (long long)k, n, c, nc, (double)got[c], (double)want[c], mag);
-                        }
-                    }
-                }
-                free(cols);
+                fill_activations(&r, x, k);
+                uint8_t *col = xalloc(stride);
+                ref->quantize_q8(x, col, k, planes);
+                float got;
+                ref->qdot[t](w, col, stride, 1, k, planes, &got);
+                double want, mag;
+                exact_dot(t, w, col, k, planes, &want, &mag);
+                /* Each block's product of F32 scales and its sum: a few ulp
+                 * of the magnitude. */
+                cr_assert(fabs(got - want) <= 1e-5 * mag + 1e-30,
+                          "seed %llu: scalar %s K=%lld, %d planes: %.9g, dequantized %.9g "
+                          "(magnitude %.3g)",
+                          (unsigned long long)r.seed, sy_dtype_name(t), (long long)k, planes,
+                          (double)got, want, mag);
+                free(col);
                 free(x);
                 free(w);
             }
@@ -220,74 +188,127 @@ Test(cpu_qdot, simd_kernels_match_the_scalar_kernels)
     }
 }
 
+static void check_simd_dots(trng *r, const cpu_isa_table *isa, sy_dtype t, int64_t k, int planes)
+{
+    const cpu_isa_table *ref = cpu_isa_scalar_table();
+    const size_t stride = cpu_q8_col_bytes(k, planes);
+    size_t row;
+    void *w = random_rows(r, t, k, 4, &row);
+    float *x = xalloc(sizeof(float) * k);
+    uint8_t *cols = xalloc(stride * CPU_QDOT_MAX_COLS);
+    for (int c = 0; c < CPU_QDOT_MAX_COLS; c++) {
+        fill_activations(r, x, k);
+        ref->quantize_q8(x, cols + c * stride, k, planes);
+    }
+    for (int n = 0; n < 4; n++) {
+        const void *wr = (const uint8_t *)w + n * row;
+        for (int nc = 1; nc <= CPU_QDOT_MAX_COLS; nc++) {
+            float want[CPU_QDOT_MAX_COLS], got[CPU_QDOT_MAX_COLS];
+            ref->qdot[t](wr, cols, stride, nc, k, planes, want);
+            isa->qdot[t](wr, cols, stride, nc, k, planes, got);
+            for (int c = 0; c < nc; c++) {
+                double exact, mag;
+                exact_dot(t, wr, cols + c * stride, k, planes, &exact, &mag);
+                cr_assert(fabs((double)got[c] - want[c]) <= 2e-5 * mag + 1e-30,
+                          "seed %llu: %s %s K=%lld, %d planes, row %d, column %d of %d: %.9g, "
+                          "scalar %.9g (magnitude %.3g)",
+                          (unsigned long long)r->seed, isa->name, sy_dtype_name(t), (long long)k,
+                          planes, n, c, nc, (double)got[c], (double)want[c], mag);
+            }
+        }
+    }
+    free(cols);
+    free(x);
+    free(w);
+}
+
+Test(cpu_qdot, simd_kernels_match_the_scalar_kernels)
+{
+    trng r;
+    trng_init(&r);
+    for (size_t tb = 0; tb < N_TABLES; tb++) {
+        const cpu_isa_table *isa = simd_table(tb);
+        if (!isa)
+            continue;
+        for (size_t ti = 0; ti < N_QTYPES; ti++) {
+            int64_t ks[3];
+            row_lengths(qtypes[ti], ks);
+            for (int ki = 0; ki < 3; ki++)
+                for (int planes = 1; planes <= 2; planes++)
+                    check_simd_dots(&r, isa, qtypes[ti], ks[ki], planes);
+        }
+    }
+}
+
+static void check_gemm(trng *r, const cpu_isa_table *isa, sy_dtype t, int64_t k, int planes)
+{
+    const cpu_isa_table *ref = cpu_isa_scalar_table();
+    /* Three panels, the last one part full. */
+    const int64_t rows = 5;
+    const int g = (int)isa->q8_panel, ncols = 2 * g + 3, np = (ncols + g - 1) / g;
+    const size_t stride = cpu_q8_col_bytes(k, planes);
+    const size_t pbytes = cpu_q8_panel_bytes(k, isa->q8_panel, planes);
+    size_t row;
+    void *w = random_rows(r, t, k, rows, &row);
+    float *x = xalloc(sizeof(float) * k);
+    uint8_t *cols = xalloc(stride * ncols), *panels = xalloc(pbytes * np);
+    for (int c = 0; c < ncols; c++) {
+        fill_activations(r, x, k);
+        ref->quantize_q8(x, cols + c * stride, k, planes);
+    }
+    for (int p = 0; p < np; p++) {
+        const int nc = ncols - p * g < g ? ncols - p * g : g;
+        isa->pack_q8_panel(cols + p * g * stride, stride, nc, k, planes, panels + p * pbytes);
+    }
+    /* y[c][n] with a padded column stride; the pad must stay. */
+    const size_t ys = rows + 3;
+    float *y = xalloc(sizeof(float) * ys * ncols);
+    for (size_t i = 0; i < ys * ncols; i++)
+        y[i] = 12345.0f;
+    void *scratch = xalloc(cpu_qgemm_scratch_bytes(k));
+    isa->qgemm[t](w, row, rows, panels, np, k, planes, y, ys, ncols, scratch);
+    for (int c = 0; c < ncols; c++) {
+        for (int64_t n = 0; n < rows; n++) {
+            const void *wr = (const uint8_t *)w + n * row;
+            float want;
+            ref->qdot[t](wr, cols + c * stride, stride, 1, k, planes, &want);
+            double exact, mag;
+            exact_dot(t, wr, cols + c * stride, k, planes, &exact, &mag);
+            const float got = y[c * ys + n];
+            cr_assert(fabs((double)got - want) <= 2e-5 * mag + 1e-30,
+                      "seed %llu: %s gemm %s K=%lld, %d planes, row %lld column %d: %.9g, scalar "
+                      "%.9g (magnitude %.3g)",
+                      (unsigned long long)r->seed, isa->name, sy_dtype_name(t), (long long)k,
+                      planes, (long long)n, c, (double)got, (double)want, mag);
+        }
+        for (size_t n = rows; n < ys; n++)
+            cr_assert_eq(y[c * ys + n], 12345.0f, "%s gemm %s wrote past its rows", isa->name,
+                         sy_dtype_name(t));
+    }
+    free(scratch);
+    free(y);
+    free(panels);
+    free(cols);
+    free(x);
+    free(w);
+}
+
 Test(cpu_qdot, gemm_kernels_match_the_scalar_dot_products)
 {
     trng r;
     trng_init(&r);
-    const cpu_isa_table *ref = cpu_isa_scalar_table();
     for (size_t tb = 0; tb < N_TABLES; tb++) {
         const cpu_isa_table *isa = simd_table(tb);
         if (!isa || isa->q8_panel == 0)
             continue;
         for (size_t ti = 0; ti < N_QTYPES; ti++) {
-            const sy_dtype t = qtypes[ti];
-            if (!isa->qgemm[t])
+            if (!isa->qgemm[qtypes[ti]])
                 continue;
             int64_t ks[3];
-            row_lengths(t, ks);
-            for (int ki = 0; ki < 3; ki++) {
-                /* Three panels, the last one part full. */
-                const int64_t k = ks[ki], rows = 5;
-                const int ncols = (int)(2 * isa->q8_panel + 3);
-                const int np = (ncols + (int)isa->q8_panel - 1) / (int)isa->q8_panel;
-                const size_t stride = cpu_q8_col_bytes(k), pbytes = cpu_q8_panel_bytes(k, isa->q8_panel);
-                size_t row;
-                void *w = random_rows(&r, t, k, rows, &row);
-                float *x = xalloc(sizeof(float) * k);
-                uint8_t *cols = xalloc(stride * ncols), *panels = xalloc(pbytes * np);
-                for (int c = 0; c < ncols; c++) {
-                    fill_activations(&r, x, k);
-                    ref->quantize_q8(x, cols + c * stride, k);
-                }
-                for (int p = 0; p < np; p++) {
-                    const int nc = ncols - p * (int)isa->q8_panel < (int)isa->q8_panel
-                                       ? ncols - p * (int)isa->q8_panel
-                                       : (int)isa->q8_panel;
-                    isa->pack_q8_panel(cols + p * isa->q8_panel * stride, stride, nc, k,
-                                       panels + p * pbytes);
-                }
-                /* y[c][n] with a padded column stride; the pad must stay. */
-                const size_t ys = rows + 3;
-                float *y = xalloc(sizeof(float) * ys * ncols);
-                for (size_t i = 0; i < ys * ncols; i++)
-                    y[i] = 12345.0f;
-                void *scratch = xalloc(cpu_qgemm_scratch_bytes(k));
-                isa->qgemm[t](w, row, rows, panels, np, k, y, ys, ncols, scratch);
-                for (int c = 0; c < ncols; c++) {
-                    for (int64_t n = 0; n < rows; n++) {
-                        const void *wr = (const uint8_t *)w + n * row;
-                        float want;
-                        ref->qdot[t](wr, cols + c * stride, stride, 1, k, &want);
-                        double exact, mag;
-                        exact_dot(t, wr, cols + c * stride, k, &exact, &mag);
-                        const float got = y[c * ys + n];
-                        cr_assert(fabs((double)got - want) <= 2e-5 * mag + 1e-30,
-                                  "seed %llu: %s gemm %s K=%lld row %lld column %d: %.9g, scalar "
-                                  "%.9g (magnitude %.3g)",
-                                  (unsigned long long)r.seed, isa->name, sy_dtype_name(t),
-                                  (long long)k, (long long)n, c, (double)got, (double)want, mag);
-                    }
-                    for (size_t n = rows; n < ys; n++)
-                        cr_assert_eq(y[c * ys + n], 12345.0f, "%s gemm %s wrote past its rows",
-                                     isa->name, sy_dtype_name(t));
-                }
-                free(scratch);
-                free(y);
-                free(panels);
-                free(cols);
-                free(x);
-                free(w);
-            }
+            row_lengths(qtypes[ti], ks);
+            for (int ki = 0; ki < 3; ki++)
+                for (int planes = 1; planes <= 2; planes++)
+                    check_gemm(&r, isa, qtypes[ti], ks[ki], planes);
         }
     }
 }
