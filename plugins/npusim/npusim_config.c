@@ -101,7 +101,7 @@ void npu_caps_summary(const npu_caps *c, char *out, size_t size)
              "tensor <= %s",
              used ? ops : "none", weights, c->act_bits, wide,
              c->act_per_block ? "per-block" : "per-row",
-             c->eltwise == NPU_ELTWISE_F16 ? "f16" : "int8",
+             c->eltwise == NPU_ELTWISE_F16 ? "f16" : c->eltwise == NPU_ELTWISE_INT8 ? "int8" : "f32",
              c->static_shapes ? "static shapes, " : "", c->k_multiple, rows, max);
 }
 
@@ -409,11 +409,11 @@ static sy_status npu_parse_rules(npu_parser *p, const cJSON *root, npu_caps *c)
         if (!cJSON_IsObject(el))
             return npu_fail(p, "elementwise", "expected an object");
         static const char *const keys[] = {"precision", NULL};
-        static const char *const prec[] = {"f16", "int8"};
+        static const char *const prec[] = {"f16", "int8", "f32"};
         uint32_t v = (uint32_t)c->eltwise;
         sy_status st = npu_check_keys(p, el, "elementwise", keys);
         if (st == SY_OK)
-            st = npu_get_choice(p, el, "precision", "elementwise.precision", prec, 2, &v);
+            st = npu_get_choice(p, el, "precision", "elementwise.precision", prec, 3, &v);
         if (st != SY_OK)
             return st;
         c->eltwise = (npu_eltwise_precision)v;

@@ -38,7 +38,8 @@
 /* How ADD and MUL compute. */
 typedef enum npu_eltwise_precision {
     NPU_ELTWISE_F16 = 0, /* inputs and result rounded to binary16 (the default) */
-    NPU_ELTWISE_INT8 = 1 /* inputs quantised per row to int8, like matmul activations */
+    NPU_ELTWISE_INT8 = 1, /* inputs quantised per row to int8, like matmul activations */
+    NPU_ELTWISE_F32 = 2   /* an fp32 vector unit: exact float32 */
 } npu_eltwise_precision;
 
 /* What the emulated NPU can do: the parsed capability file. */

@@ -6,7 +6,8 @@
  *        with an fp16 vector unit returns;
  *   int8 each row of each input quantised dynamically to int8 (as matmul
  *        activations are); ADD rescales each side, MUL multiplies the
- *        integers exactly and rescales once by s_a * s_b. */
+ *        integers exactly and rescales once by s_a * s_b;
+ *   f32  an fp32 vector unit: plain float32 arithmetic. */
 #include <string.h>
 
 #include "npusim_internal.h"
@@ -15,6 +16,15 @@
 static inline float npu_round_f16(float v)
 {
     return sy__fp16_to_f32(sy__f32_to_fp16(v));
+}
+
+static void npu_row_f32(uint32_t op, const float *a, const float *b, int64_t n, int64_t nb0,
+                        float *y)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float bv = b[nb0 == n ? i : i % nb0];
+        y[i] = op == SY_OP_ADD ? a[i] + bv : a[i] * bv;
+    }
 }
 
 static void npu_row_f16(uint32_t op, const float *a, const float *b, int64_t n, int64_t nb0,
@@ -63,6 +73,10 @@ sy_status npu_kernel_eltwise(npu_state *s, uint32_t op, const npu_view *av, cons
                                                   (i2 % b->ne[2]) * b->nb[2] +
                                                   (i3 % b->ne[3]) * b->nb[3]);
                 float *yr = (float *)(yv->data + i1 * y->nb[1] + i2 * y->nb[2] + i3 * y->nb[3]);
+                if (s->caps.eltwise == NPU_ELTWISE_F32) {
+                    npu_row_f32(op, ar, br, n0, b0, yr);
+                    continue;
+                }
                 if (!int8) {
                     npu_row_f16(op, ar, br, n0, b0, yr);
                     continue;

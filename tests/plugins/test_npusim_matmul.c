@@ -331,3 +331,23 @@ Test(npusim_eltwise, int8_precision_stays_within_half_a_step_of_each_row)
     }
     nt_close(&t);
 }
+
+Test(npusim_eltwise, f32_precision_matches_the_reference_exactly)
+{
+    nt_rt t;
+    nt_open(&t, "{ \"elementwise\": { \"precision\": \"f32\" } }", false);
+    cr_assert_neq(t.npu, UINT32_MAX, "log:\n%s", t.log);
+    uint64_t s = nt_fresh_seed();
+    const sy_op ops[] = {SY_OP_ADD, SY_OP_MUL};
+    for (int i = 0; i < 2; i++) {
+        nt_graph ng;
+        nt_binary_graph(&ng, &s, ops[i], 40, 3, 1, 3);
+        float *want = nt_reference(&ng);
+        cr_assert_eq(nt_run(&t, &ng, t.npu), SY_OK);
+        cr_assert_arr_eq(ng.out_data, want, (size_t)ng.n_out * sizeof(float), "%s",
+                         sy_op_name(ops[i]));
+        free(want);
+        nt_graph_free(&ng);
+    }
+    nt_close(&t);
+}
