@@ -14,7 +14,9 @@
  *                                 on GPUs)
  *   SWITCHYARD_OPENCL_PROFILE=1   time every kernel (events on the queue) and
  *                                 log the totals per kernel at exit
- *   SWITCHYARD_OPENCL_BREAK=<family>  test hook: that program fails to build */
+ *   SWITCHYARD_OPENCL_BREAK=<family>  test hook: that program fails to build
+ *   SWITCHYARD_OPENCL_FAIL_KERNEL=<kernel>  test hook: the device refuses
+ *                                 every launch of that kernel */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -420,6 +422,7 @@ sy_status ocl_device_init(const sy_host *host, void **out_state)
     memset(s, 0, sizeof *s);
     s->host = host;
     s->broken_family = -1;
+    s->failing_kernel = -1;
     ocl_cache_dir(s);
     const char *discrete = getenv("SWITCHYARD_OPENCL_DISCRETE");
     s->force_discrete = discrete && strcmp(discrete, "1") == 0;
@@ -439,6 +442,14 @@ sy_status ocl_device_init(const sy_host *host, void **out_state)
                 s->broken_family = f;
         if (s->broken_family < 0)
             ocl_log(s, SY_LOG_WARN, "SWITCHYARD_OPENCL_BREAK='%s' names no kernel program", broken);
+    }
+    const char *failing = getenv("SWITCHYARD_OPENCL_FAIL_KERNEL");
+    if (failing && failing[0]) {
+        for (int k = 0; k < OCL_K_COUNT; k++)
+            if (strcmp(failing, ocl_kernel_name((ocl_kernel_id)k)) == 0)
+                s->failing_kernel = k;
+        if (s->failing_kernel < 0)
+            ocl_log(s, SY_LOG_WARN, "SWITCHYARD_OPENCL_FAIL_KERNEL='%s' names no kernel", failing);
     }
     sy_status st = ocl_enumerate(s);
     if (st != SY_OK) {

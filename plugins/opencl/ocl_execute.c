@@ -8,6 +8,7 @@
  * the queue drains), with a warning that names the node and the reason:
  * the run continues, slower, and says so.  supports() refuses such ops
  * from then on, so the next plan places them elsewhere. */
+#include <stdio.h>
 #include <string.h>
 
 #include "ocl_internal.h"
@@ -215,9 +216,12 @@ sy_status ocl_device_execute(void *state, uint32_t dev, sy_node *const *nodes, u
         sy_status st = ocl_launch_node(s, d, node, &why);
         if (st == SY_E_UNSUPPORTED) {
             const ocl_family f = ocl_node_family(node);
-            const char *detail = f < OCL_FAM_COUNT && d->progs[f].state == OCL_PROG_FAILED
-                                     ? d->progs[f].log
-                                     : "";
+            const bool build_failed = f < OCL_FAM_COUNT && d->progs[f].state == OCL_PROG_FAILED;
+            const char *detail = build_failed ? d->progs[f].log : "";
+            if (strcmp(why, OCL_WHY_LAUNCH_REFUSED) == 0 && !d->op_failed[node->op][0])
+                snprintf(d->op_failed[node->op], sizeof d->op_failed[node->op],
+                         "%s failed at run time on this device: %s", ocl_op_name(s, node->op),
+                         why);
             ocl_log(s, SY_LOG_WARN, "%s: node '%s' (%s) runs on the host: %s%s%.200s",
                     d->desc.name, node->name, ocl_op_name(s, node->op), why,
                     detail[0] ? ": " : "", detail);

@@ -24,6 +24,8 @@
 #define OCL_MV_MAX_COLUMNS 8
 /* Output dims a work-item of the attention kernel owns (ATT_ACC). */
 #define OCL_ATT_ACC 4
+/* Why a launch the device refused runs on the host (ocl_launch.c). */
+#define OCL_WHY_LAUNCH_REFUSED "the device refused the launch"
 /* Text kept from a failed build for supports() and the log. */
 #define OCL_LOG_MAX 4096
 
@@ -147,6 +149,9 @@ typedef struct ocl_dev {
     char device_version[128];
     char build_options[256];
     ocl_program progs[OCL_FAM_COUNT];
+    /* Ops whose kernel the device refused at run time (out of resources):
+     * supports() refuses them from then on with this text. */
+    char op_failed[SY_OP_COUNT][160];
     cl_kernel kernels[OCL_K_COUNT];
     size_t kernel_wg[OCL_K_COUNT]; /* CL_KERNEL_WORK_GROUP_SIZE */
     /* Scratch for inputs converted before a kernel (F16 or strided matmul
@@ -177,6 +182,7 @@ typedef struct ocl_state {
     ocl_dev *devs;
     char cache_dir[1024]; /* empty: the program cache is off */
     int broken_family;    /* test hook: this family fails to build (-1: none) */
+    int failing_kernel;   /* test hook: launches of this kernel fail (-1: none) */
     bool force_discrete;  /* SWITCHYARD_OPENCL_DISCRETE=1 */
     bool profile;         /* SWITCHYARD_OPENCL_PROFILE=1 */
     int matvec_override;  /* SWITCHYARD_OPENCL_MATVEC: 0 auto, 1 rows, 2 groups */

@@ -137,6 +137,12 @@ static sy_status ocl_enqueue(const ocl_state *s, ocl_dev *d, ocl_kernel_id k, co
     for (cl_uint i = 0; i < dims; i++)
         if (global[i] == 0)
             return SY_OK;
+    if ((int)k == s->failing_kernel) {
+        ocl_log(s, SY_LOG_WARN, "%s: kernel %s refused by SWITCHYARD_OPENCL_FAIL_KERNEL",
+                d->desc.name, ocl_kernel_name(k));
+        *why = OCL_WHY_LAUNCH_REFUSED;
+        return SY_E_UNSUPPORTED;
+    }
     cl_event ev = NULL;
     cl_int err = clEnqueueNDRangeKernel(d->queue, d->kernels[k], dims, NULL, global, local, 0, NULL,
                                         d->profile ? &ev : NULL);
@@ -149,7 +155,7 @@ static sy_status ocl_enqueue(const ocl_state *s, ocl_dev *d, ocl_kernel_id k, co
             ocl_error_name(err));
     if (err == CL_OUT_OF_RESOURCES || err == CL_INVALID_WORK_GROUP_SIZE ||
         err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_INVALID_WORK_ITEM_SIZE) {
-        *why = "the device refused the launch";
+        *why = OCL_WHY_LAUNCH_REFUSED;
         return SY_E_UNSUPPORTED;
     }
     *why = "enqueueing a kernel failed";

@@ -186,6 +186,8 @@ bool ocl_device_supports(void *state, uint32_t dev, const sy_node *node, sy_supp
         return ocl_refuse(out_why, SY_UNSUPPORTED_SHAPE, "%s has no output tensor", name);
     if (!ocl_family_ok(d, ocl_node_family(node), name, out_why))
         return false;
+    if (op < SY_OP_COUNT && d->op_failed[op][0])
+        return ocl_refuse(out_why, SY_UNSUPPORTED_OP, "%s", d->op_failed[op]);
 
     for (uint32_t i = 0; i < arity; i++) {
         const sy_tensor *t = node->inputs[i];

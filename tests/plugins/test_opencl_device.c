@@ -441,6 +441,38 @@ Test(opencl_broken, refuses_the_ops_of_a_broken_program_with_the_build_log)
     unsetenv("SWITCHYARD_OPENCL_BREAK");
 }
 
+Test(opencl_broken, marks_an_op_unsupported_when_its_launch_fails_at_run_time)
+{
+    setenv("SWITCHYARD_OPENCL_FAIL_KERNEL", "softmax", 1);
+    ocase tc;
+    oc_begin(&tc, "softmax whose launch the device refuses");
+    tc.allow_host = true;
+    tc.only_unified = true;
+    sy_tensor *x = oc_input(&tc, "x", SY_DTYPE_F32, 40, 6, 2, 1);
+    sy_op_params p = {.i = {1, 3, 0}, .f = {0.5f}};
+    oc_output(&tc, oc_node(&tc, SY_OP_SOFTMAX, "probs", &x, 1, &p));
+    cr_assert_eq(sy_graph_freeze(tc.g), SY_OK);
+    sy_graph_set_host_data(tc.g, tc.outs[0], tc.want[0]);
+    cr_assert_eq(sy_graph_run_reference(tc.g), SY_OK);
+    sy_graph_set_host_data(tc.g, tc.outs[0], tc.got[0]);
+    sy_runtime *rt = oc_runtime(&tc, false);
+    uint32_t devs[16];
+    cr_assert_gt(oc_devices(rt, devs), 0);
+    cr_assert_eq(sy_runtime_execute_on(rt, tc.g, devs[0]), SY_OK, "%s", sy_runtime_last_error(rt));
+    cr_assert(strstr(tc.log, "node 'probs' (softmax) runs on the host: the device refused"),
+              "log:\n%s", tc.log);
+    const float *got = tc.got[0], *want = tc.want[0];
+    for (int64_t i = 0; i < 40 * 12; i++)
+        cr_assert_eq(got[i], want[i], "the host fallback is the reference itself (element %lld)",
+                     (long long)i);
+    sy_support why;
+    cr_assert_not(sy_runtime_device_supports(rt, devs[0], sy_graph_node(tc.g, 0), &why));
+    cr_assert(strstr(why.text, "failed at run time"), "reason: %s", why.text);
+    sy_runtime_destroy(rt);
+    oc_end(&tc);
+    unsetenv("SWITCHYARD_OPENCL_FAIL_KERNEL");
+}
+
 /* ------------------------------------------------- the module, directly */
 
 typedef struct direct_host {
