@@ -1,9 +1,12 @@
 /* npusim's capability reporting: every refusal with its reason code and
  * text, the capability file changing what is supported, and the handling
  * of broken capability files (init fails, the reason logged with the file
- * and the field; see docs/plugin-guide.md for why it does not fall back). */
+ * and the field; see docs/plugin-guide.md for why it does not fall back),
+ * and two capability files giving two different, valid plans. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "test_npusim_util.h"
@@ -346,4 +349,99 @@ Test(npusim_config, sizes_read_as_bytes_or_with_binary_units)
     expect_refusal(&t, s.node, SY_UNSUPPORTED_SIZE, "exceeds the NPU's 32 MiB limit per tensor");
     sy_graph_destroy(s.g);
     nt_close(&t);
+}
+
+/* ------------------------------------------------------------- plans */
+
+/* Plans a small decoder-like chain (q8_0 matmul, q4_0 matmul, add, rms_norm,
+ * mul) over cpu and npusim with every node npusim runs preferred there,
+ * and returns a string of the devices: "n" for npusim, "c" for cpu. */
+static void plan_chain(nt_rt *t, char *out)
+{
+    sy_graph *g = NULL;
+    cr_assert_eq(sy_graph_create(&g), SY_OK);
+    uint64_t s = nt_fresh_seed();
+    const int64_t k = 128, m = 4;
+    void *w8 = calloc(1, 128 * 64 / 32 * 34), *w4 = calloc(1, 64 * 128 / 32 * 18);
+    float *x = calloc(k * m, sizeof *x), *nw = calloc(128, sizeof *nw);
+    cr_assert(w8 && w4 && x && nw);
+    nt_fill_blocks(&s, SY_DTYPE_Q8_0, w8, 128 * 64);
+    nt_fill_blocks(&s, SY_DTYPE_Q4_0, w4, 64 * 128);
+    for (int64_t i = 0; i < k * m; i++)
+        x[i] = nt_uniform(&s, -1, 1);
+    for (int i = 0; i < 128; i++)
+        nw[i] = 1.0f;
+    const int64_t ne_w8[2] = {128, 64}, ne_w4[2] = {64, 128}, ne_x[2] = {k, m}, ne_n[1] = {128};
+    sy_tensor *tw8, *tw4, *tx, *tn, *h, *o, *r, *n, *y;
+    cr_assert_eq(sy_graph_add_tensor(g, "w8", SY_DTYPE_Q8_0, 2, ne_w8, SY_ROLE_WEIGHT, w8, &tw8), SY_OK);
+    cr_assert_eq(sy_graph_add_tensor(g, "w4", SY_DTYPE_Q4_0, 2, ne_w4, SY_ROLE_WEIGHT, w4, &tw4), SY_OK);
+    cr_assert_eq(sy_graph_add_tensor(g, "x", SY_DTYPE_F32, 2, ne_x, SY_ROLE_INPUT, x, &tx), SY_OK);
+    cr_assert_eq(sy_graph_add_tensor(g, "norm.w", SY_DTYPE_F32, 1, ne_n, SY_ROLE_WEIGHT, nw, &tn), SY_OK);
+    sy_tensor *in[2] = {tw8, tx};
+    cr_assert_eq(sy_graph_add_node(g, SY_OP_MATMUL, "up", in, 2, NULL, &h), SY_OK);
+    in[0] = tw4;
+    in[1] = h;
+    cr_assert_eq(sy_graph_add_node(g, SY_OP_MATMUL, "down", in, 2, NULL, &o), SY_OK);
+    in[0] = o;
+    in[1] = tx;
+    cr_assert_eq(sy_graph_add_node(g, SY_OP_ADD, "residual", in, 2, NULL, &r), SY_OK);
+    const sy_op_params eps = {.f = {1e-5f}};
+    cr_assert_eq(sy_graph_add_node(g, SY_OP_RMS_NORM, "norm", &r, 1, &eps, &n), SY_OK);
+    in[0] = n;
+    in[1] = tn;
+    cr_assert_eq(sy_graph_add_node(g, SY_OP_MUL, "scaled", in, 2, NULL, &y), SY_OK);
+    float *out_data = calloc(k * m, sizeof *out_data);
+    cr_assert_eq(sy_graph_set_host_data(g, y, out_data), SY_OK);
+    cr_assert_eq(sy_graph_mark_output(g, y), SY_OK);
+    cr_assert_eq(sy_graph_freeze(g), SY_OK, "%s", sy_graph_last_error(g));
+
+    sy_planner *pl = NULL;
+    cr_assert_eq(sy_planner_create(t->rt, &pl), SY_OK);
+    sy_plan_options o_;
+    sy_plan_options_init(&o_);
+    o_.devices = "cpu,npusim";
+    o_.policy = "prefer:npusim";
+    sy_plan *plan = NULL;
+    cr_assert_eq(sy_planner_plan(pl, g, &o_, &plan), SY_OK, "%s", sy_planner_last_error(pl));
+    uint32_t len = 0;
+    for (uint32_t i = 0; i < sy_graph_node_count(g); i++) {
+        sy_plan_node_info info;
+        cr_assert_eq(sy_plan_query_node(plan, i, &info), SY_OK);
+        out[len++] = info.device == t->npu ? 'n' : 'c';
+    }
+    out[len] = '\0';
+    /* The plan is valid: it runs, and matches the reference within W8A8 error. */
+    cr_assert_eq(sy_runtime_execute_plan(t->rt, g, plan), SY_OK, "%s",
+                 sy_runtime_last_error(t->rt));
+    float *got = malloc(k * m * sizeof *got);
+    memcpy(got, out_data, k * m * sizeof *got);
+    cr_assert_eq(sy_graph_run_reference(g), SY_OK);
+    for (int64_t i = 0; i < k * m; i++)
+        cr_assert(fabsf(got[i] - out_data[i]) <= 0.05f + 0.05f * fabsf(out_data[i]),
+                  "plan %s: out[%lld] = %g, reference %g", out, (long long)i, (double)got[i],
+                  (double)out_data[i]);
+    sy_plan_release(plan);
+    sy_planner_destroy(pl);
+    sy_graph_destroy(g);
+    free(w8);
+    free(w4);
+    free(x);
+    free(nw);
+    free(out_data);
+    free(got);
+}
+
+Test(npusim_config, two_capability_files_give_two_different_valid_plans)
+{
+    char a[16], b[16];
+    nt_rt t;
+    nt_open(&t, NULL, true); /* the default: matmul q8_0/q4_0, add, mul */
+    plan_chain(&t, a);
+    nt_close(&t);
+    nt_open(&t, "{ \"ops\": [\"matmul\"], \"matmul\": { \"weight_dtypes\": [\"q8_0\"] } }", true);
+    plan_chain(&t, b);
+    nt_close(&t);
+    /* up, down, residual, norm, scaled */
+    cr_assert_str_eq(a, "nnncn", "default NPU: %s", a);
+    cr_assert_str_eq(b, "ncccc", "matmul/q8_0-only NPU: %s", b);
 }
