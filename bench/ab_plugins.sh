@@ -8,6 +8,7 @@
 #                            [-p 128] [-n 32] [-r 2] [--rounds 5] [-B BUILD_DIR]
 # A and B are each a plugin folder, optionally followed by environment
 # settings for that side: "build/plugins/cpu,SWITCHYARD_CPU_ACTIVATIONS=q8".
+# Both sides run on --devices cpu.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 a=$1 b=$2
@@ -42,7 +43,7 @@ for ((r = 0; r < rounds; r++)); do
         for mi in "${!models[@]}"; do
             for t in $threads; do
                 env SWITCHYARD_PLUGIN_PATH="${parts[0]}" "${parts[@]:1}" "$build/tools/switchyard" bench -m "${models[$mi]}" \
-                    -t "$t" -p "$n_prompt" -n "$n_gen" -r "$reps" -o json >"$out/$side-$r-$mi-$t.json"
+                    -t "$t" -p "$n_prompt" -n "$n_gen" -r "$reps" --devices cpu -o json >"$out/$side-$r-$mi-$t.json"
             done
         done
     done

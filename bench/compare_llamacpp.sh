@@ -6,7 +6,10 @@
 # median over rounds of each tool's mean tokens/s and the ratio.
 #
 # usage: bench/compare_llamacpp.sh [-m MODEL]... [-t "1 2"] [-p 512] [-n 128]
-#                                  [-r REPS] [--rounds N] [-B BUILD_DIR]
+#                                  [-r REPS] [--rounds N] [-B BUILD_DIR] [-d DEVICES]
+#
+# switchyard runs on --devices cpu (-d changes it) so that both tools use
+# the same CPU cores and nothing else.
 #
 # llama-bench comes from $LLAMA_BENCH, else from a previous build under
 # ${LLAMACPP_DIR:-/tmp/switchyard-llamacpp}, else it is built there from
@@ -23,6 +26,7 @@ n_prompt=512
 n_gen=128
 reps=3
 rounds=3
+devices=cpu
 while [ $# -gt 0 ]; do
     case $1 in
     -m) models+=("$2"); shift 2 ;;
@@ -32,7 +36,8 @@ while [ $# -gt 0 ]; do
     -r) reps=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     -B) build=$2; shift 2 ;;
-    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+    -d) devices=$2; shift 2 ;;
+    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "compare_llamacpp.sh: unknown option '$1'" >&2; exit 2 ;;
     esac
 done
@@ -71,7 +76,7 @@ run_llama() { # model threads file
     "$lb" -m "$1" -t "$2" -p "$n_prompt" -n "$n_gen" -r "$reps" -o json >"$3" 2>/dev/null
 }
 run_sy() {
-    "$sy" bench -m "$1" -t "$2" -p "$n_prompt" -n "$n_gen" -r "$reps" -o json >"$3"
+    "$sy" bench -m "$1" -t "$2" -p "$n_prompt" -n "$n_gen" -r "$reps" --devices "$devices" -o json >"$3"
 }
 for ((round = 0; round < rounds; round++)); do
     for mi in "${!models[@]}"; do
