@@ -320,7 +320,9 @@ static sy_status ocl_launch_matmul(ocl_state *s, ocl_dev *d, const sy_node *node
     const int64_t K = w->ne[0], N = w->ne[1], M = x->ne[1];
     const size_t batches = (size_t)(x->ne[2] * x->ne[3]);
     const ocl_kernel_id mm = ocl_mm_kernels[w->dtype];
-    if (M > OCL_MV_MAX_COLUMNS && K % 32 == 0 && d->kernel_wg[mm] >= 256) {
+    /* CPU runtimes take the row kernel for batches too: eight columns per
+     * dequantized row chunk beat local-memory tiles there (2.5x on PoCL). */
+    if (!d->row_matvec && M > OCL_MV_MAX_COLUMNS && K % 32 == 0 && d->kernel_wg[mm] >= 256) {
         ocl_args a = {d->kernels[mm], 0, CL_SUCCESS};
         ocl_arg_ref(&a, &wr);
         ocl_arg_ref(&a, &xr);

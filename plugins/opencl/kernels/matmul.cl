@@ -10,10 +10,11 @@
  *   and per group of MV_M columns; its work-items stride over K in chunks of
  *   eight and the partial sums meet in a work-group tree reduction.  Any K
  *   (plain dtypes may leave a tail that is not a multiple of eight).
- * mvr_<t>: the single-token path for CPU devices (PoCL): one work-item per
- *   output row and group of MV_M columns, no local memory and no barriers,
- *   which a CPU runtime turns into a plain loop (work-group reductions cost
- *   it far more than they save).
+ * mvr_<t>: the path for CPU devices (PoCL), single token and batch: one
+ *   work-item per output row and group of MV_M columns, vector accumulators,
+ *   no local memory and no barriers, which a CPU runtime turns into a plain
+ *   loop (work-group reductions and local tiles cost it more than they
+ *   save).
  * mm_<t>: the batch path.  A 16x16 work-group computes a 64x64 tile of y,
  *   each work-item a 4x4 sub-tile (strided, so local reads do not conflict);
  *   K advances 32 at a time through two local tiles that the work-items fill
@@ -93,16 +94,18 @@
                 a8 += DEQ(wrow, e) * vload8(0, xr + e);                                       \
             acc[0] = (a8.s0 + a8.s1) + (a8.s2 + a8.s3) + (a8.s4 + a8.s5) + (a8.s6 + a8.s7);    \
         } else {                                                                              \
+            float8 a8[MV_M];                                                                  \
+            for (int m = 0; m < MV_M; m++)                                                    \
+                a8[m] = (float8)(0.0f);                                                       \
             for (long e = 0; e < k8; e += 8) {                                                \
                 const float8 wv = DEQ(wrow, e);                                               \
-                for (int m = 0; m < MV_M; m++) {                                              \
-                    if (m < mc) {                                                             \
-                        const float8 xv =                                                     \
-                            vload8(0, (const global float *)(xb + (ulong)m * x_nb.y) + e);    \
-                        acc[m] += dot(wv.lo, xv.lo) + dot(wv.hi, xv.hi);                      \
-                    }                                                                         \
-                }                                                                             \
+                for (int m = 0; m < MV_M; m++)                                                \
+                    if (m < mc)                                                               \
+                        a8[m] += wv * vload8(0, (const global float *)(xb + (ulong)m * x_nb.y) + e); \
             }                                                                                 \
+            for (int m = 0; m < MV_M; m++)                                                    \
+                acc[m] = (a8[m].s0 + a8[m].s1) + (a8[m].s2 + a8[m].s3) +                      \
+                         (a8[m].s4 + a8[m].s5) + (a8[m].s6 + a8[m].s7);                       \
         }                                                                                     \
         if (PLAIN_T >= 0) {                                                                   \
             const uint ts = type_size(PLAIN_T);                                               \
