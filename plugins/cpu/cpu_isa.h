@@ -114,6 +114,13 @@ typedef struct cpu_isa_table {
     void (*scale_f32)(float *y, const float *a, float s, float bias, int64_t n);
     /* Rounds to nearest even, as sy__f32_to_fp16. */
     void (*f32_to_f16)(const float *src, uint16_t *dst, int64_t n);
+    /* y[i] = silu(a[i]) (times b[i] when b is not NULL: SwiGLU); y may be a. */
+    void (*silu_f32)(float *y, const float *a, const float *b, int64_t n);
+    /* y[i] = gelu(a[i]) (tanh approximation; times b[i] when b is not NULL:
+     * GeGLU); y may be a. */
+    void (*gelu_f32)(float *y, const float *a, const float *b, int64_t n);
+    /* y[i] = exp(x[i] * scale - shift); returns the sum of y.  y may be x. */
+    float (*exp_sum_f32)(float *y, const float *x, float scale, float shift, int64_t n);
     /* Row dequantizers for every dtype (F32 copies, I32 converts by value). */
     cpu_dequant_fn dequant[SY_DTYPE_COUNT];
     /* Matmul inner products: F32, F16, BF16 and I32 weights dot F32

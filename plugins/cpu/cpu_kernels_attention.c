@@ -52,12 +52,7 @@ static void cpu_attention_task(void *arg, uint32_t ith, uint32_t nth, uint32_t l
             if (sc > max)
                 max = sc;
         }
-        double sum = 0.0;
-        for (int64_t j = j0; j < j1; j++) {
-            const float e = expf(scores[j] - max);
-            scores[j] = e;
-            sum += e;
-        }
+        const double sum = isa->exp_sum_f32(scores + j0, scores + j0, 1.0f, max, j1 - j0);
         memset(acc, 0, (size_t)d * sizeof(float));
         for (int64_t j = j0; j < j1; j++) {
             const void *vr = cpu_row(c->v, g, j, 0);

@@ -150,6 +150,96 @@ CPU_AVX2 static void cpu_avx2_f32_to_f16(const float *src, uint16_t *dst, int64_
         dst[i] = sy__f32_to_fp16(src[i]);
 }
 
+/* exp(x) for 8 lanes: x = n ln2 + r with |r| <= ln2 / 2, a degree-6
+ * polynomial for exp(r) (the Cephes expf coefficients, ~1 ulp) and 2^n put
+ * into the exponent.  x is clamped to [-87.3, 88.3] first, so results
+ * below FLT_MIN come out as about FLT_MIN and none overflow. */
+CPU_AVX2 static inline __m256 cpu_avx2_exp(__m256 x)
+{
+    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    /* ln2 split in two so that n * ln2_hi is exact. */
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+/* x * sigmoid(k * x') for silu (k = 1, x' = x) and gelu (k = 2,
+ * x' = sqrt(2/pi) (x + 0.044715 x^3): 0.5 (1 + tanh(z)) = sigmoid(2z)). */
+CPU_AVX2 static inline __m256 cpu_avx2_silu(__m256 x)
+{
+    const __m256 e = cpu_avx2_exp(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+CPU_AVX2 static inline __m256 cpu_avx2_gelu(__m256 x)
+{
+    const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+    const __m256 z = _mm256_mul_ps(_mm256_set1_ps(-2.0f * 0.79788456080286535588f),
+                                   _mm256_fmadd_ps(x3, _mm256_set1_ps(0.044715f), x));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), cpu_avx2_exp(z)));
+}
+
+CPU_AVX2 static void cpu_avx2_silu_f32(float *y, const float *a, const float *b, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = cpu_avx2_silu(_mm256_loadu_ps(a + i));
+        if (b)
+            v = _mm256_mul_ps(v, _mm256_loadu_ps(b + i));
+        _mm256_storeu_ps(y + i, v);
+    }
+    for (; i < n; i++) {
+        const float v = a[i] / (1.0f + expf(-a[i]));
+        y[i] = b ? v * b[i] : v;
+    }
+}
+
+CPU_AVX2 static void cpu_avx2_gelu_f32(float *y, const float *a, const float *b, int64_t n)
+{
+    const float sqrt_2_over_pi = 0.79788456080286535588f;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = cpu_avx2_gelu(_mm256_loadu_ps(a + i));
+        if (b)
+            v = _mm256_mul_ps(v, _mm256_loadu_ps(b + i));
+        _mm256_storeu_ps(y + i, v);
+    }
+    for (; i < n; i++) {
+        const float x = a[i];
+        const float v = 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * (x + 0.044715f * x * x * x)));
+        y[i] = b ? v * b[i] : v;
+    }
+}
+
+CPU_AVX2 static float cpu_avx2_exp_sum_f32(float *y, const float *x, float scale, float shift,
+                                           int64_t n)
+{
+    const __m256 vs = _mm256_set1_ps(scale), vm = _mm256_set1_ps(shift);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 e = cpu_avx2_exp(_mm256_fmsub_ps(_mm256_loadu_ps(x + i), vs, vm));
+        _mm256_storeu_ps(y + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    float sum = cpu_avx2_hsum(acc);
+    for (; i < n; i++) {
+        y[i] = expf(x[i] * scale - shift);
+        sum += y[i];
+    }
+    return sum;
+}
+
 CPU_AVX2 static void cpu_avx2_dequant_f32(const void *src, float *dst, int64_t n)
 {
     memcpy(dst, src, (size_t)n * sizeof(float));
@@ -447,6 +537,8 @@ CPU_AVX2 static float cpu_avx2_fdot_i32(const void *w, const float *x, int64_t n
     .axpy_f32 = cpu_avx2_axpy_f32, .axpy_f16 = cpu_avx2_axpy_f16, \
     .add_f32 = cpu_avx2_add_f32, .mul_f32 = cpu_avx2_mul_f32, \
     .scale_f32 = cpu_avx2_scale_f32, .f32_to_f16 = cpu_avx2_f32_to_f16, \
+    .silu_f32 = cpu_avx2_silu_f32, .gelu_f32 = cpu_avx2_gelu_f32,     \
+    .exp_sum_f32 = cpu_avx2_exp_sum_f32,                              \
     .dequant =                                              \
         {                                                   \
             [SY_DTYPE_F32] = cpu_avx2_dequant_f32,          \

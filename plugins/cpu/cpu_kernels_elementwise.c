@@ -18,17 +18,6 @@ typedef struct cpu_eltwise_ctx {
     float scale, bias;
 } cpu_eltwise_ctx;
 
-static inline float cpu_silu(float x)
-{
-    return x / (1.0f + expf(-x));
-}
-
-static inline float cpu_gelu(float x)
-{
-    const float sqrt_2_over_pi = 0.79788456080286535588f;
-    return 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * (x + 0.044715f * x * x * x)));
-}
-
 static void cpu_binary_row(const cpu_isa_table *isa, uint32_t op, const float *a, const float *b,
                            int64_t nb0, float *y, int64_t n)
 {
@@ -60,20 +49,16 @@ static void cpu_eltwise_span(const cpu_isa_table *isa, uint32_t op, float scale,
         isa->scale_f32(y, a, scale, bias, n);
         break;
     case SY_OP_SILU:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = cpu_silu(a[i]);
+        isa->silu_f32(y, a, NULL, n);
         break;
     case SY_OP_GELU:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = cpu_gelu(a[i]);
+        isa->gelu_f32(y, a, NULL, n);
         break;
     case SY_OP_SWIGLU:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = cpu_silu(a[i]) * b[i];
+        isa->silu_f32(y, a, b, n);
         break;
     case SY_OP_GEGLU:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = cpu_gelu(a[i]) * b[i];
+        isa->gelu_f32(y, a, b, n);
         break;
     default:
         break;

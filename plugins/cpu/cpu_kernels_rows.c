@@ -98,13 +98,8 @@ static void cpu_softmax_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lan
             memset(y, 0, (size_t)n * sizeof(float));
             continue;
         }
-        double sum = 0.0;
-        for (int64_t j = j0; j < j1; j++) {
-            const float e = expf(x[j] * scale - max);
-            y[j] = e;
-            sum += e;
-        }
-        const float inv = (float)(1.0 / sum);
+        const float sum = c->s->isa->exp_sum_f32(y + j0, x + j0, scale, max, j1 - j0);
+        const float inv = 1.0f / sum;
         for (int64_t j = 0; j < j0; j++)
             y[j] = 0.0f;
         for (int64_t j = j0; j < j1; j++)

@@ -65,6 +65,34 @@ static void cpu_scalar_f32_to_f16(const float *src, uint16_t *dst, int64_t n)
         dst[i] = sy__f32_to_fp16(src[i]);
 }
 
+static void cpu_scalar_silu_f32(float *y, const float *a, const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const float v = a[i] / (1.0f + expf(-a[i]));
+        y[i] = b ? v * b[i] : v;
+    }
+}
+
+static void cpu_scalar_gelu_f32(float *y, const float *a, const float *b, int64_t n)
+{
+    const float sqrt_2_over_pi = 0.79788456080286535588f;
+    for (int64_t i = 0; i < n; i++) {
+        const float x = a[i];
+        const float v = 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * (x + 0.044715f * x * x * x)));
+        y[i] = b ? v * b[i] : v;
+    }
+}
+
+static float cpu_scalar_exp_sum_f32(float *y, const float *x, float scale, float shift, int64_t n)
+{
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        y[i] = expf(x[i] * scale - shift);
+        sum += y[i];
+    }
+    return (float)sum;
+}
+
 static void cpu_scalar_dequant_f32(const void *src, float *dst, int64_t n)
 {
     memcpy(dst, src, (size_t)n * sizeof(float));
@@ -258,6 +286,9 @@ static const cpu_isa_table cpu_scalar_table = {
     .mul_f32 = cpu_scalar_mul_f32,
     .scale_f32 = cpu_scalar_scale_f32,
     .f32_to_f16 = cpu_scalar_f32_to_f16,
+    .silu_f32 = cpu_scalar_silu_f32,
+    .gelu_f32 = cpu_scalar_gelu_f32,
+    .exp_sum_f32 = cpu_scalar_exp_sum_f32,
     .dequant =
         {
             [SY_DTYPE_F32] = cpu_scalar_dequant_f32,
