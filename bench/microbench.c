@@ -5,6 +5,7 @@
  *              larger than the last-level cache, and of one that fits L2)
  *   qdot       ns per weight block and GB/s of each table's dot kernels,
  *              hot (weights in L1/L2) and streaming (weights from memory)
+ *   gemm       ns per weight block and column of the prefill GEMM kernels
  *   pool       cost of one dispatch + barrier of the thread pool: empty
  *              tasks on 1..n lanes, and back-to-back dispatches
  * Every figure is the median of several rounds; the machine may be shared,
@@ -57,6 +58,14 @@ static void bench_free(void *ctx, void *ptr)
 }
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+/* Activation planes of the qdot and ab runs: $MB_PLANES (1 = q8, 2 = q16,
+ * the plugin's default). */
+static int mb_planes(void)
+{
+    const char *p = getenv("MB_PLANES");
+    return p && *p == '1' ? 1 : 2;
+}
 
 static uint64_t rng_next(void)
 {
@@ -148,10 +157,11 @@ static void bench_qdot(const cpu_isa_table *isa, int64_t k, size_t big_bytes)
     float *x = bench_alloc(NULL, sizeof(float) * (size_t)k * CPU_QDOT_MAX_COLS, 64);
     for (int64_t i = 0; i < k * CPU_QDOT_MAX_COLS; i++)
         x[i] = (float)((int64_t)(rng_next() % 2001) - 1000) / 1000.0f;
-    const size_t stride = cpu_q8_col_bytes(k);
+    const int planes = mb_planes();
+    const size_t stride = cpu_q8_col_bytes(k, planes);
     uint8_t *xq = bench_alloc(NULL, stride * CPU_QDOT_MAX_COLS, 64);
     for (int c = 0; c < CPU_QDOT_MAX_COLS; c++)
-        isa->quantize_q8(x + c * k, xq + c * stride, k);
+        isa->quantize_q8(x + c * k, xq + c * stride, k, planes);
 
     for (size_t t = 0; t < sizeof qtypes / sizeof qtypes[0]; t++) {
         const sy_dtype dt = qtypes[t];
@@ -168,13 +178,13 @@ static void bench_qdot(const cpu_isa_table *isa, int64_t k, size_t big_bytes)
                 double t0 = now_s();
                 for (int rep = 0; rep < 200; rep++)
                     for (size_t n = 0; n < rows_hot; n++) {
-                        isa->qdot[dt](w + n * row, xq, stride, nc, k, out);
+                        isa->qdot[dt](w + n * row, xq, stride, nc, k, planes, out);
                         sink += out[0];
                     }
                 hot[r] = (now_s() - t0) / (200.0 * (double)rows_hot);
                 t0 = now_s();
                 for (size_t n = 0; n < rows_big; n++) {
-                    isa->qdot[dt](w + n * row, xq, stride, nc, k, out);
+                    isa->qdot[dt](w + n * row, xq, stride, nc, k, planes, out);
                     sink += out[0];
                 }
                 cold[r] = (now_s() - t0) / (double)rows_big;
@@ -220,12 +230,13 @@ static cpu_qdot_fn variant_qdot(sy_dtype t)
 static double time_rows(cpu_qdot_fn fn, const uint8_t *w, size_t row, size_t rows, int reps,
                         const uint8_t *xq, size_t stride, int nc, int64_t k)
 {
+    const int planes = mb_planes();
     float out[CPU_QDOT_MAX_COLS];
     volatile float sink = 0.0f;
     const double t0 = now_s();
     for (int rep = 0; rep < reps; rep++)
         for (size_t n = 0; n < rows; n++) {
-            fn(w + n * row, xq, stride, nc, k, out);
+            fn(w + n * row, xq, stride, nc, k, planes, out);
             sink += out[0];
         }
     return (now_s() - t0) / ((double)reps * (double)rows);
@@ -237,10 +248,11 @@ static void bench_ab(const cpu_isa_table *isa, int64_t k, size_t big_bytes)
     float *x = bench_alloc(NULL, sizeof(float) * (size_t)k * CPU_QDOT_MAX_COLS, 64);
     for (int64_t i = 0; i < k * CPU_QDOT_MAX_COLS; i++)
         x[i] = (float)((int64_t)(rng_next() % 2001) - 1000) / 1000.0f;
-    const size_t stride = cpu_q8_col_bytes(k);
+    const int planes = mb_planes();
+    const size_t stride = cpu_q8_col_bytes(k, planes);
     uint8_t *xq = bench_alloc(NULL, stride * CPU_QDOT_MAX_COLS, 64);
     for (int c = 0; c < CPU_QDOT_MAX_COLS; c++)
-        isa->quantize_q8(x + c * k, xq + c * stride, k);
+        isa->quantize_q8(x + c * k, xq + c * stride, k, planes);
     for (size_t t = 0; t < sizeof qtypes / sizeof qtypes[0]; t++) {
         const sy_dtype dt = qtypes[t];
         const char *only = getenv("AB_DTYPE");
@@ -274,6 +286,75 @@ static void bench_ab(const cpu_isa_table *isa, int64_t k, size_t big_bytes)
     }
     free(xq);
     free(x);
+}
+
+/* GEMM: ns per weight block and column of each table's qgemm (and of the
+ * 256-bit GEMM the avx512 set also carries), rows x 64 columns hot. */
+typedef struct gemm_kernel {
+    const char *name;
+    uint32_t cols;
+    cpu_pack_panel_fn pack;
+    cpu_qgemm_fn fn;
+} gemm_kernel;
+
+static void bench_gemm(const cpu_isa_features *f, sy_dtype dt, int64_t k)
+{
+    enum { NCOLS = 64, ROWS = 32, GEMM_ROUNDS = 9 };
+    gemm_kernel kernels[8];
+    int nk = 0;
+    const char *tables[] = {"avx2", "avxvnni", "avx512"};
+    for (int i = 0; i < 3; i++) {
+        const cpu_isa_table *isa = NULL;
+        if (cpu_isa_select(f, tables[i], &isa) == SY_OK && isa->qgemm[dt])
+            kernels[nk++] = (gemm_kernel){isa->name, isa->q8_panel, isa->pack_q8_panel, isa->qgemm[dt]};
+    }
+    if (f->avx512vnni && dt == SY_DTYPE_Q4_1)
+        kernels[nk++] = (gemm_kernel){"avx512/256", 8, cpu_avx512_pack_panel, cpu_avx512_qgemm_q4_1};
+    if (f->avx512vnni && dt == SY_DTYPE_Q5_0)
+        kernels[nk++] = (gemm_kernel){"avx512/256", 8, cpu_avx512_pack_panel, cpu_avx512_qgemm_q5_0};
+    const size_t row = (size_t)k / sy_dtype_block_size(dt) * sy_dtype_type_size(dt);
+    uint8_t *w = bench_alloc(NULL, row * ROWS, 64);
+    fill_weights(dt, w, row * ROWS);
+    float *x = bench_alloc(NULL, sizeof(float) * (size_t)k, 64);
+    float *y = bench_alloc(NULL, sizeof(float) * ROWS * NCOLS, 64);
+    void *scratch = bench_alloc(NULL, cpu_qgemm_scratch_bytes(k), 64);
+    for (int planes = 1; planes <= 2; planes++) {
+        const size_t stride = cpu_q8_col_bytes(k, planes);
+        uint8_t *cols = bench_alloc(NULL, stride * NCOLS, 64);
+        for (int c = 0; c < NCOLS; c++) {
+            for (int64_t i = 0; i < k; i++)
+                x[i] = (float)((int64_t)(rng_next() % 2001) - 1000) / 1000.0f;
+            cpu_isa_scalar_table()->quantize_q8(x, cols + c * stride, k, planes);
+        }
+        double t[8][GEMM_ROUNDS];
+        uint8_t *panels[8];
+        for (int j = 0; j < nk; j++) {
+            const size_t pb = cpu_q8_panel_bytes(k, kernels[j].cols, planes);
+            panels[j] = bench_alloc(NULL, pb * (NCOLS / kernels[j].cols), 64);
+            for (uint32_t p = 0; p < NCOLS / kernels[j].cols; p++)
+                kernels[j].pack(cols + p * kernels[j].cols * stride, stride, (int)kernels[j].cols, k,
+                                planes, panels[j] + p * pb);
+        }
+        for (int r = 0; r < GEMM_ROUNDS; r++)
+            for (int j = 0; j < nk; j++) {
+                const double t0 = now_s();
+                for (int rep = 0; rep < 20; rep++)
+                    kernels[j].fn(w, row, ROWS, panels[j], NCOLS / (int)kernels[j].cols, k, planes, y,
+                                  ROWS, NCOLS, scratch);
+                t[j][r] = (now_s() - t0) / 20.0;
+            }
+        for (int j = 0; j < nk; j++) {
+            printf("gemm %-10s %-5s K=%lld planes %d  %6.3f ns/block/col\n", kernels[j].name,
+                   sy_dtype_name(dt), (long long)k, planes,
+                   median(t[j], GEMM_ROUNDS) * 1e9 / ((double)ROWS * NCOLS * (double)k / 32.0));
+            free(panels[j]);
+        }
+        free(cols);
+    }
+    free(scratch);
+    free(y);
+    free(x);
+    free(w);
 }
 
 /* ----------------------------------------------------------------- pool */
@@ -324,6 +405,11 @@ int main(int argc, char **argv)
         bench_pool(pool, lanes);
     if (!strcmp(what, "all") || !strcmp(what, "bandwidth"))
         bench_bandwidth(pool, lanes);
+    if (!strcmp(what, "all") || !strcmp(what, "gemm")) {
+        bench_gemm(&f, SY_DTYPE_Q4_1, 1536);
+        bench_gemm(&f, SY_DTYPE_Q5_0, 640);
+        bench_gemm(&f, SY_DTYPE_Q4_K, 1536);
+    }
     if (!strcmp(what, "ab")) {
         const cpu_isa_table *isa = NULL;
         if (cpu_isa_select(&f, "avx512", &isa) == SY_OK)

@@ -579,7 +579,19 @@ static const cpu_isa_table cpu_avx512_table = {
     .name = "avx512",
     CPU_AVX2_COMMON_ENTRIES,
     CPU_QDOT_TABLE_ENTRIES(cpu_avx512),
-    CPU_QGEMM_TABLE_ENTRIES(cpu_avx512, cpu_avx512_qgemm_q8_0),
+    .q8_panel = 16,
+    .pack_q8_panel = cpu_avx512_pack_panel16,
+    .qgemm =
+        {
+            [SY_DTYPE_Q8_0] = cpu_avx512_qgemm16_q8_0,
+            [SY_DTYPE_Q4_0] = cpu_avx512_qgemm16_q4_0,
+            [SY_DTYPE_Q4_1] = cpu_avx512_qgemm16_q4_1,
+            [SY_DTYPE_Q5_0] = cpu_avx512_qgemm16_q5_0,
+            [SY_DTYPE_Q5_1] = cpu_avx512_qgemm16_q5_1,
+            [SY_DTYPE_Q4_K] = cpu_avx512_qgemm16_q4_k,
+            [SY_DTYPE_Q5_K] = cpu_avx512_qgemm16_q5_k,
+            [SY_DTYPE_Q6_K] = cpu_avx512_qgemm16_q6_k,
+        },
 };
 
 const cpu_isa_table *cpu_isa_avx2_table(void)

@@ -53,6 +53,17 @@ CPU_QDOT_DECLARE_SET(cpu_avx512)
 CPU_QGEMM_DECLARE_SET(cpu_avx2)
 CPU_QGEMM_DECLARE_SET(cpu_avxvnni)
 CPU_QGEMM_DECLARE_SET(cpu_avx512)
+/* The 512-bit GEMM of the avx512 set: panels of 16 columns. */
+void cpu_avx512_pack_panel16(const void *cols, size_t col_stride, int nc, int64_t k, int planes,
+                             void *panel);
+void cpu_avx512_qgemm16_q8_0(CPU_QGEMM_ARGS);
+void cpu_avx512_qgemm16_q4_0(CPU_QGEMM_ARGS);
+void cpu_avx512_qgemm16_q4_1(CPU_QGEMM_ARGS);
+void cpu_avx512_qgemm16_q5_0(CPU_QGEMM_ARGS);
+void cpu_avx512_qgemm16_q5_1(CPU_QGEMM_ARGS);
+void cpu_avx512_qgemm16_q4_k(CPU_QGEMM_ARGS);
+void cpu_avx512_qgemm16_q5_k(CPU_QGEMM_ARGS);
+void cpu_avx512_qgemm16_q6_k(CPU_QGEMM_ARGS);
 #endif
 
 /* Fills the qdot slots of a table initializer with the set |prefix|. */
