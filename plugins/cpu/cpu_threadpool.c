@@ -10,10 +10,14 @@
 #include <string.h>
 
 #define CPU_POOL_LINE 64
-/* Pause iterations a worker spins before sleeping: a few hundred
- * microseconds, longer than the gap between two kernels of one token and
- * much shorter than the gap between two tokens of a slow caller. */
-#define CPU_POOL_WORKER_SPINS (1u << 14)
+/* Pause iterations a worker spins before sleeping: some tens of
+ * microseconds (a pause is 10 to 140 cycles), about the gap between two
+ * threaded kernels of one token.  Longer spins cost more than they save
+ * where the machine is shared: a spinning worker keeps its core looking
+ * busy, so other processes crowd onto the caller's; spinning 16x longer
+ * made 2-thread decode 1.2x and prefill 1.1-1.3x slower on SmolLM2 and
+ * Gemma 3 here (bench/ab_plugins.sh, 6 rounds). */
+#define CPU_POOL_WORKER_SPINS (1u << 10)
 /* Pause iterations the caller spins for lanes still inside a closed job
  * before it starts yielding its core to them. */
 #define CPU_POOL_CALLER_SPINS (1u << 12)
