@@ -6,6 +6,7 @@
  *   qdot       ns per weight block and GB/s of each table's dot kernels,
  *              hot (weights in L1/L2) and streaming (weights from memory)
  *   gemm       ns per weight block and column of the prefill GEMM kernels
+ *   attention  ns per key of the attention row kernels against a call per row
  *   pool       cost of one dispatch + barrier of the thread pool: empty
  *              tasks on 1..n lanes, and back-to-back dispatches
  * Every figure is the median of several rounds; the machine may be shared,
@@ -357,6 +358,52 @@ static void bench_gemm(const cpu_isa_features *f, sy_dtype dt, int64_t k)
     free(w);
 }
 
+/* Attention inner loops: scores and value mix of one query against |n|
+ * F16 rows of |d| elements, the row kernels (dot_rows, mix_rows) against a
+ * call per row (dot_f16, axpy_f16). */
+static void bench_attention(const cpu_isa_table *isa, int64_t n, int64_t d)
+{
+    enum { ATT_ROUNDS = 9 };
+    uint16_t *kv = bench_alloc(NULL, sizeof(uint16_t) * (size_t)(n * d), 64);
+    for (int64_t i = 0; i < n * d; i++)
+        kv[i] = (uint16_t)(0x3000 + rng_next() % 0x800);
+    float *q = bench_alloc(NULL, sizeof(float) * (size_t)d, 64);
+    float *sc = bench_alloc(NULL, sizeof(float) * (size_t)n, 64);
+    float *acc = bench_alloc(NULL, sizeof(float) * (size_t)d, 64);
+    for (int64_t i = 0; i < d; i++)
+        q[i] = 0.01f * (float)(i % 7);
+    double t[4][ATT_ROUNDS];
+    const size_t stride = (size_t)d * sizeof(uint16_t);
+    for (int r = 0; r < ATT_ROUNDS; r++) {
+        double t0 = now_s();
+        for (int rep = 0; rep < 200; rep++)
+            isa->dot_rows(kv, stride, true, n, q, d, 0.125f, sc);
+        t[0][r] = now_s() - t0;
+        t0 = now_s();
+        for (int rep = 0; rep < 200; rep++)
+            for (int64_t j = 0; j < n; j++)
+                sc[j] = isa->dot_f16(kv + j * d, q, d) * 0.125f;
+        t[1][r] = now_s() - t0;
+        t0 = now_s();
+        for (int rep = 0; rep < 200; rep++)
+            isa->mix_rows(acc, kv, stride, true, n, sc, d);
+        t[2][r] = now_s() - t0;
+        t0 = now_s();
+        for (int rep = 0; rep < 200; rep++)
+            for (int64_t j = 0; j < n; j++)
+                isa->axpy_f16(acc, sc[j], kv + j * d, d);
+        t[3][r] = now_s() - t0;
+    }
+    const char *what[4] = {"dot_rows", "dot_f16 per row", "mix_rows", "axpy_f16 per row"};
+    for (int i = 0; i < 4; i++)
+        printf("attention %-7s n=%lld d=%lld  %-17s %7.1f ns/row\n", isa->name, (long long)n,
+               (long long)d, what[i], median(t[i], ATT_ROUNDS) * 1e9 / (200.0 * (double)n));
+    free(acc);
+    free(sc);
+    free(q);
+    free(kv);
+}
+
 /* ----------------------------------------------------------------- pool */
 
 static void empty_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
@@ -409,6 +456,12 @@ int main(int argc, char **argv)
         bench_gemm(&f, SY_DTYPE_Q4_1, 1536);
         bench_gemm(&f, SY_DTYPE_Q5_0, 640);
         bench_gemm(&f, SY_DTYPE_Q4_K, 1536);
+    }
+    if (!strcmp(what, "all") || !strcmp(what, "attention")) {
+        const cpu_isa_table *isa = NULL;
+        cpu_isa_select(&f, "auto", &isa);
+        bench_attention(isa, 512, 64);
+        bench_attention(isa, 512, 256);
     }
     if (!strcmp(what, "ab")) {
         const cpu_isa_table *isa = NULL;

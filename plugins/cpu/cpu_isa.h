@@ -119,6 +119,14 @@ typedef struct cpu_isa_table {
     /* y[i] = gelu(a[i]) (tanh approximation; times b[i] when b is not NULL:
      * GeGLU); y may be a. */
     void (*gelu_f32)(float *y, const float *a, const float *b, int64_t n);
+    /* out[j] = scale * (row j . q) for |n| F16 (|f16|) or F32 rows of |d|
+     * elements, |stride| bytes apart (attention scores). */
+    void (*dot_rows)(const void *rows, size_t stride, bool f16, int64_t n, const float *q,
+                     int64_t d, float scale, float *out);
+    /* acc[i] += sum_j p[j] * row_j[i] over the same kind of rows
+     * (attention's mix of values). */
+    void (*mix_rows)(float *acc, const void *rows, size_t stride, bool f16, int64_t n,
+                     const float *p, int64_t d);
     /* y[i] = exp(x[i] * scale - shift); returns the sum of y.  y may be x. */
     float (*exp_sum_f32)(float *y, const float *x, float scale, float shift, int64_t n);
     /* Row dequantizers for every dtype (F32 copies, I32 converts by value). */

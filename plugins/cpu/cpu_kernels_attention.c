@@ -3,8 +3,9 @@
  * n_past + t, a causal mask and an optional sliding window.  K and V are
  * F32 or F16 and read in place.  Lanes take (head, token) pairs; one pair
  * scores its whole unmasked key range into lane scratch (one query against
- * a long cache is the decode case), then mixes V rows into an F32
- * accumulator. */
+ * a long cache is the decode case) four keys at a time (isa->dot_rows),
+ * then mixes V rows into an F32 accumulator, also four at a time
+ * (isa->mix_rows). */
 #include <math.h>
 #include <string.h>
 
@@ -44,23 +45,14 @@ static void cpu_attention_task(void *arg, uint32_t ith, uint32_t nth, uint32_t l
             continue;
         }
 
+        isa->dot_rows(cpu_row(c->k, g, j0, 0), c->k->nb[2], k_f16, j1 - j0, q, d, c->scale,
+                      scores + j0);
         float max = -INFINITY;
-        for (int64_t j = j0; j < j1; j++) {
-            const void *kr = cpu_row(c->k, g, j, 0);
-            const float sc = (k_f16 ? isa->dot_f16(kr, q, d) : isa->dot_f32(kr, q, d)) * c->scale;
-            scores[j] = sc;
-            if (sc > max)
-                max = sc;
-        }
+        for (int64_t j = j0; j < j1; j++)
+            max = scores[j] > max ? scores[j] : max;
         const double sum = isa->exp_sum_f32(scores + j0, scores + j0, 1.0f, max, j1 - j0);
         memset(acc, 0, (size_t)d * sizeof(float));
-        for (int64_t j = j0; j < j1; j++) {
-            const void *vr = cpu_row(c->v, g, j, 0);
-            if (v_f16)
-                isa->axpy_f16(acc, scores[j], vr, d);
-            else
-                isa->axpy_f32(acc, scores[j], vr, d);
-        }
+        isa->mix_rows(acc, cpu_row(c->v, g, j0, 0), c->v->nb[2], v_f16, j1 - j0, scores + j0, d);
         const float inv = (float)(1.0 / sum);
         for (int64_t i = 0; i < d; i++)
             y[i] = acc[i] * inv;

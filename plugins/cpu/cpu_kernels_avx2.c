@@ -240,6 +240,82 @@ CPU_AVX2 static float cpu_avx2_exp_sum_f32(float *y, const float *x, float scale
     return sum;
 }
 
+/* 8 elements of a row at |i| as F32. */
+CPU_AVX2 static inline __m256 cpu_avx2_row8(const void *row, bool f16, int64_t i)
+{
+    return f16 ? cpu_avx2_load_f16((const uint16_t *)row + i) : _mm256_loadu_ps((const float *)row + i);
+}
+
+/* Four rows at a time: q is loaded once per 4 rows and each row's sum
+ * reduced once, instead of a call and a horizontal sum per row. */
+CPU_AVX2 static void cpu_avx2_dot_rows(const void *rows, size_t stride, bool f16, int64_t n,
+                                       const float *q, int64_t d, float scale, float *out)
+{
+    const int64_t d8 = d / 8 * 8;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const char *r0 = (const char *)rows + j * (int64_t)stride;
+        const char *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+        for (int64_t i = 0; i < d8; i += 8) {
+            const __m256 qv = _mm256_loadu_ps(q + i);
+            a0 = _mm256_fmadd_ps(cpu_avx2_row8(r0, f16, i), qv, a0);
+            a1 = _mm256_fmadd_ps(cpu_avx2_row8(r1, f16, i), qv, a1);
+            a2 = _mm256_fmadd_ps(cpu_avx2_row8(r2, f16, i), qv, a2);
+            a3 = _mm256_fmadd_ps(cpu_avx2_row8(r3, f16, i), qv, a3);
+        }
+        /* One horizontal pass for the four sums. */
+        const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+        __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+        float sums[4];
+        _mm_storeu_ps(sums, s4);
+        for (int r = 0; r < 4; r++) {
+            const char *row = (const char *)rows + (j + r) * (int64_t)stride;
+            for (int64_t i = d8; i < d; i++)
+                sums[r] += (f16 ? cpu_avx2_h2f(((const uint16_t *)row)[i]) : ((const float *)row)[i]) * q[i];
+            out[j + r] = sums[r] * scale;
+        }
+    }
+    for (; j < n; j++) {
+        const void *row = (const char *)rows + j * (int64_t)stride;
+        out[j] = (f16 ? cpu_avx2_dot_f16(row, q, d) : cpu_avx2_dot_f32(row, q, d)) * scale;
+    }
+}
+
+CPU_AVX2 static void cpu_avx2_mix_rows(float *acc, const void *rows, size_t stride, bool f16,
+                                       int64_t n, const float *p, int64_t d)
+{
+    const int64_t d8 = d / 8 * 8;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        const char *r0 = (const char *)rows + j * (int64_t)stride;
+        const char *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
+        const __m256 p0 = _mm256_set1_ps(p[j]), p1 = _mm256_set1_ps(p[j + 1]);
+        const __m256 p2 = _mm256_set1_ps(p[j + 2]), p3 = _mm256_set1_ps(p[j + 3]);
+        for (int64_t i = 0; i < d8; i += 8) {
+            __m256 a = _mm256_loadu_ps(acc + i);
+            a = _mm256_fmadd_ps(p0, cpu_avx2_row8(r0, f16, i), a);
+            a = _mm256_fmadd_ps(p1, cpu_avx2_row8(r1, f16, i), a);
+            a = _mm256_fmadd_ps(p2, cpu_avx2_row8(r2, f16, i), a);
+            a = _mm256_fmadd_ps(p3, cpu_avx2_row8(r3, f16, i), a);
+            _mm256_storeu_ps(acc + i, a);
+        }
+        for (int64_t i = d8; i < d; i++)
+            for (int r = 0; r < 4; r++) {
+                const char *row = (const char *)rows + (j + r) * (int64_t)stride;
+                acc[i] += p[j + r] * (f16 ? cpu_avx2_h2f(((const uint16_t *)row)[i]) : ((const float *)row)[i]);
+            }
+    }
+    for (; j < n; j++) {
+        const void *row = (const char *)rows + j * (int64_t)stride;
+        if (f16)
+            cpu_avx2_axpy_f16(acc, p[j], row, d);
+        else
+            cpu_avx2_axpy_f32(acc, p[j], row, d);
+    }
+}
+
 CPU_AVX2 static void cpu_avx2_dequant_f32(const void *src, float *dst, int64_t n)
 {
     memcpy(dst, src, (size_t)n * sizeof(float));
@@ -539,6 +615,7 @@ CPU_AVX2 static float cpu_avx2_fdot_i32(const void *w, const float *x, int64_t n
     .scale_f32 = cpu_avx2_scale_f32, .f32_to_f16 = cpu_avx2_f32_to_f16, \
     .silu_f32 = cpu_avx2_silu_f32, .gelu_f32 = cpu_avx2_gelu_f32,     \
     .exp_sum_f32 = cpu_avx2_exp_sum_f32,                              \
+    .dot_rows = cpu_avx2_dot_rows, .mix_rows = cpu_avx2_mix_rows,     \
     .dequant =                                              \
         {                                                   \
             [SY_DTYPE_F32] = cpu_avx2_dequant_f32,          \

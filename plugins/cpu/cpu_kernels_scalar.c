@@ -83,6 +83,33 @@ static void cpu_scalar_gelu_f32(float *y, const float *a, const float *b, int64_
     }
 }
 
+static float cpu_scalar_row_elem(const void *row, bool f16, int64_t i)
+{
+    return f16 ? sy__fp16_to_f32(((const uint16_t *)row)[i]) : ((const float *)row)[i];
+}
+
+static void cpu_scalar_dot_rows(const void *rows, size_t stride, bool f16, int64_t n, const float *q,
+                                int64_t d, float scale, float *out)
+{
+    for (int64_t j = 0; j < n; j++) {
+        const void *r = (const char *)rows + j * (int64_t)stride;
+        float sum = 0.0f;
+        for (int64_t i = 0; i < d; i++)
+            sum += cpu_scalar_row_elem(r, f16, i) * q[i];
+        out[j] = sum * scale;
+    }
+}
+
+static void cpu_scalar_mix_rows(float *acc, const void *rows, size_t stride, bool f16, int64_t n,
+                                const float *p, int64_t d)
+{
+    for (int64_t j = 0; j < n; j++) {
+        const void *r = (const char *)rows + j * (int64_t)stride;
+        for (int64_t i = 0; i < d; i++)
+            acc[i] += p[j] * cpu_scalar_row_elem(r, f16, i);
+    }
+}
+
 static float cpu_scalar_exp_sum_f32(float *y, const float *x, float scale, float shift, int64_t n)
 {
     double sum = 0.0;
@@ -289,6 +316,8 @@ static const cpu_isa_table cpu_scalar_table = {
     .silu_f32 = cpu_scalar_silu_f32,
     .gelu_f32 = cpu_scalar_gelu_f32,
     .exp_sum_f32 = cpu_scalar_exp_sum_f32,
+    .dot_rows = cpu_scalar_dot_rows,
+    .mix_rows = cpu_scalar_mix_rows,
     .dequant =
         {
             [SY_DTYPE_F32] = cpu_scalar_dequant_f32,

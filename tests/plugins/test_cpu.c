@@ -366,13 +366,14 @@ Test(cpu_rows, finds_the_first_maximum_of_each_row)
 
 /* ------------------------------------------------------------ attention */
 
-static void check_attention(sy_dtype kt, sy_dtype vt, int64_t t, int64_t s, int64_t n_past,
-                            int64_t window)
+static void check_attention_d(sy_dtype kt, sy_dtype vt, int64_t d, int64_t t, int64_t s,
+                              int64_t n_past, int64_t window)
 {
     tcase tc;
-    tc_begin(&tc, "attention k=%s v=%s T=%lld S=%lld n_past=%lld window=%lld", sy_dtype_name(kt),
-             sy_dtype_name(vt), (long long)t, (long long)s, (long long)n_past, (long long)window);
-    const int64_t d = 64, hq = 8, hkv = 2;
+    tc_begin(&tc, "attention k=%s v=%s D=%lld T=%lld S=%lld n_past=%lld window=%lld",
+             sy_dtype_name(kt), sy_dtype_name(vt), (long long)d, (long long)t, (long long)s,
+             (long long)n_past, (long long)window);
+    const int64_t hq = 8, hkv = 2;
     sy_tensor *in[3] = {tc_input(&tc, "q", SY_DTYPE_F32, d, hq, t, 1),
                         tc_input(&tc, "k", kt, d, hkv, s, 1), tc_input(&tc, "v", vt, d, hkv, s, 1)};
     sy_op_params p = {.i = {n_past, window}, .f = {0.125f * 3.0f}};
@@ -381,8 +382,17 @@ static void check_attention(sy_dtype kt, sy_dtype vt, int64_t t, int64_t s, int6
     tc_end(&tc);
 }
 
+static void check_attention(sy_dtype kt, sy_dtype vt, int64_t t, int64_t s, int64_t n_past,
+                            int64_t window)
+{
+    check_attention_d(kt, vt, 64, t, s, n_past, window);
+}
+
 static void check_attention_all(sy_dtype kt, sy_dtype vt)
 {
+    /* A head size off the vector width, key counts off the 4-row blocks. */
+    check_attention_d(kt, vt, 20, 1, 7, 6, 0);
+    check_attention_d(kt, vt, 20, 3, 11, 8, 0);
     check_attention(kt, vt, 1, 300, 299, 0);  /* decode against a long cache */
     check_attention(kt, vt, 1, 300, 150, 0);  /* cache rows past the query masked */
     check_attention(kt, vt, 6, 6, 0, 0);      /* causal prefill */
