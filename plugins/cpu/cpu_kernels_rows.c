@@ -137,10 +137,14 @@ static void cpu_rope_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
     const int64_t n_rot = p->i[1], half = n_rot / 2;
     const double base = p->f[0];
     const double freq_scale = p->f[1] != 0.0f ? p->f[1] : 1.0;
-    /* Lane scratch: cos[half], sin[half] of the token in hand. */
-    float *cos_t = c->s->lanes[lane].scratch;
+    /* Lane scratch: base^(-2j / n_rot) for every j (once per call, not per
+     * token), then cos[half], sin[half] of the token in hand. */
+    double *inv_freq = c->s->lanes[lane].scratch;
+    float *cos_t = (float *)(inv_freq + half);
     float *sin_t = cos_t + half;
     int64_t cached_t = -1;
+    for (int64_t j = 0; j < half; j++)
+        inv_freq[j] = pow(base, -2.0 * (double)j / (double)n_rot);
 
     int64_t lo, hi;
     cpu_split(heads * tokens, ith, nth, &lo, &hi);
@@ -149,8 +153,7 @@ static void cpu_rope_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
         if (t != cached_t) {
             const int32_t pos = *(const int32_t *)((const char *)c->pos->data + t * (int64_t)c->pos->nb[0]);
             for (int64_t j = 0; j < half; j++) {
-                const double theta =
-                    (double)pos * freq_scale * pow(base, -2.0 * (double)j / (double)n_rot);
+                const double theta = (double)pos * freq_scale * inv_freq[j];
                 cos_t[j] = (float)cos(theta);
                 sin_t[j] = (float)sin(theta);
             }
@@ -185,7 +188,7 @@ sy_status cpu_kernel_rope(cpu_state *s, const sy_node *node, const char **out_wh
         *out_why = "mode or n_rot outside the rope rules";
         return SY_E_UNSUPPORTED;
     }
-    sy_status st = cpu_scratch_reserve(s, (size_t)p->i[1] * sizeof(float));
+    sy_status st = cpu_scratch_reserve(s, (size_t)p->i[1] * (sizeof(double) + sizeof(float)));
     if (st != SY_OK)
         return st;
     cpu_pool_run(s->pool, cpu_rope_task, &c, cpu_rows_lanes(s, c.x));
