@@ -90,7 +90,15 @@
             /* One column (decode): a vector accumulator, reduced once. */                    \
             const global float *xr = (const global float *)xb;                                \
             float8 a8 = (float8)(0.0f);                                                       \
-            for (long e = 0; e < k8; e += 8)                                                  \
+            const long k32 = K & ~31L;                                                        \
+            /* Four chunks of one 32-block per step: its header is read once. */              \
+            for (long e = 0; e < k32; e += 32) {                                              \
+                a8 += DEQ(wrow, e) * vload8(0, xr + e);                                       \
+                a8 += DEQ(wrow, e + 8) * vload8(0, xr + e + 8);                               \
+                a8 += DEQ(wrow, e + 16) * vload8(0, xr + e + 16);                             \
+                a8 += DEQ(wrow, e + 24) * vload8(0, xr + e + 24);                             \
+            }                                                                                 \
+            for (long e = k32; e < k8; e += 8)                                                \
                 a8 += DEQ(wrow, e) * vload8(0, xr + e);                                       \
             acc[0] = (a8.s0 + a8.s1) + (a8.s2 + a8.s3) + (a8.s4 + a8.s5) + (a8.s6 + a8.s7);    \
         } else {                                                                              \
