@@ -39,9 +39,9 @@ def run(cmd):
     return subprocess.run(cmd, check=False, capture_output=True, text=True)
 
 
-def c_logits(sy, model, tokens, out):
+def c_logits(sy, model, tokens, out, kv_type):
     r = run([sy, "eval", "-m", model, "--tokens", ",".join(map(str, tokens)), "-o", out,
-             "--split", str(SPLIT)])
+             "--split", str(SPLIT), "--kv-type", kv_type])
     if r.returncode != 0:
         raise RuntimeError("switchyard eval failed: " + r.stderr.strip())
     return np.fromfile(out, dtype="<f4").reshape(len(tokens), -1)
@@ -59,7 +59,11 @@ def prompt_tokens(sy, model, out):
 
 
 def check(name, sy, model, tokens, preset, work):
-    got = c_logits(sy, model, tokens, os.path.join(work, "c.bin"))
+    # F32/F16 weights are held to 1e-3 and every argmax: the default F16 KV
+    # cache alone adds ~4e-4 and flips near-ties of the flat synth logits, so
+    # those cases keep the cache in F32 and measure the weights' path.
+    kv = "f32" if preset == "float" else "f16"
+    got = c_logits(sy, model, tokens, os.path.join(work, "c.bin"), kv)
     want = forward.forward(model, tokens)
     m = compare.compare(got, want)
     if not m["finite"]:
