@@ -655,7 +655,18 @@ static const cpu_isa_table cpu_avxvnni_table = {
 static const cpu_isa_table cpu_avx512_table = {
     .name = "avx512",
     CPU_AVX2_COMMON_ENTRIES,
-    CPU_QDOT_TABLE_ENTRIES(cpu_avx512),
+    .quantize_q8 = cpu_avx512_quantize_q8,
+    .qdot =
+        {
+            [SY_DTYPE_Q8_0] = cpu_avx512z_qdot_q8_0,
+            [SY_DTYPE_Q4_0] = cpu_avx512z_qdot_q4_0,
+            [SY_DTYPE_Q4_1] = cpu_avx512z_qdot_q4_1,
+            [SY_DTYPE_Q5_0] = cpu_avx512z_qdot_q5_0,
+            [SY_DTYPE_Q5_1] = cpu_avx512z_qdot_q5_1,
+            [SY_DTYPE_Q4_K] = cpu_avx512_qdot_q4_k,
+            [SY_DTYPE_Q5_K] = cpu_avx512_qdot_q5_k,
+            [SY_DTYPE_Q6_K] = cpu_avx512_qdot_q6_k,
+        },
     .q8_panel = 16,
     .pack_q8_panel = cpu_avx512_pack_panel16,
     .qgemm =

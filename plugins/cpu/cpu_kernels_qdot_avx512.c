@@ -25,6 +25,157 @@ cpu_qd_dot2(__m256i u1, __m256i s1, __m256i u2, __m256i s2)
 #include "cpu_qdot_x86.inc"
 #include "cpu_qgemm_x86.inc"
 
+CPU_QD __m512i cpu_z_load(const void *p)
+{
+    return _mm512_loadu_si512(p);
+}
+
+/* ----------------------------------------------- 512-bit decode kernels */
+
+/* One column (decode) of the 32-element formats, four blocks per 512-bit
+ * register: the low nibbles of blocks i..i+3 meet the low halves of their
+ * Q8 blocks (gathered by one 128-bit-lane shuffle) and the high nibbles
+ * the high halves; int32 lanes 4b..4b+3 belong to block i + b.  Scales go
+ * four at a time: W = (d, m) of the four blocks times the column's (dx, ds)
+ * pairs.  Q8_0 takes two blocks per register.  Other column counts use the
+ * 256-bit template. */
+CPU_QD __m512i cpu_z_quants4(enum cpu_qd_kind kind, const uint8_t *wb, size_t bytes,
+                             __m512i *out_hi)
+{
+    const size_t qs_at = kind == CPU_QD_Q4_0 ? 2 : kind == CPU_QD_Q4_1 ? 4 : kind == CPU_QD_Q5_0 ? 6 : 8;
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(wb + qs_at)));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(wb + bytes + qs_at)), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(wb + 2 * bytes + qs_at)), 2);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(wb + 3 * bytes + qs_at)), 3);
+    const __m512i low = _mm512_set1_epi8(0x0F);
+    __m512i lo = _mm512_and_si512(v, low);
+    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+    if (kind == CPU_QD_Q5_0 || kind == CPU_QD_Q5_1) {
+        uint64_t mlo = 0, mhi = 0;
+        for (int b = 0; b < 4; b++) {
+            const uint32_t qh = cpu_qd_u32(wb + b * bytes + qs_at - 4);
+            mlo |= (uint64_t)(qh & 0xFFFFu) << (16 * b);
+            mhi |= (uint64_t)(qh >> 16) << (16 * b);
+        }
+        const __m512i bit = _mm512_set1_epi8(0x10);
+        lo = _mm512_or_si512(lo, _mm512_maskz_mov_epi8(mlo, bit));
+        hi = _mm512_or_si512(hi, _mm512_maskz_mov_epi8(mhi, bit));
+    }
+    *out_hi = hi;
+    return lo;
+}
+
+/* The dot of four blocks' nibbles with one plane of the column at |q8|. */
+CPU_QD __m512i cpu_z_dot4blocks(__m512i lo, __m512i hi, const int8_t *q8)
+{
+    const __m512i a = cpu_z_load(q8), b = cpu_z_load(q8 + 64);
+    const __m512i xl = _mm512_shuffle_i64x2(a, b, 0x88), xh = _mm512_shuffle_i64x2(a, b, 0xDD);
+    return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xl), hi, xh);
+}
+
+/* The dot of two Q8_0 blocks (|q|, signed) with one plane at |q8|. */
+CPU_QD __m512i cpu_z_dot2q8(__m512i q, const int8_t *q8)
+{
+    const __m512i x = cpu_z_load(q8);
+    const __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(q), _mm512_setzero_si512(), x);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(q), sx);
+}
+
+CPU_QD __m512i cpu_z_join(__m512i hi, __m512i lo)
+{
+    return _mm512_add_epi32(_mm512_slli_epi32(hi, 7), lo);
+}
+
+CPU_QD float cpu_z_qdot1(enum cpu_qd_kind kind, const uint8_t *wb, const int8_t *q, const float *sc,
+                         int64_t k, const int planes)
+{
+    const size_t bytes = cpu_qd_block_bytes(kind);
+    const int64_t nb = k / SY_QK;
+    __m512 acc = _mm512_setzero_ps();
+    __m256 mins = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4, wb += 4 * bytes) {
+        if (CPU_QD_PREFETCH > 0) {
+            _mm_prefetch((const char *)wb + CPU_QD_PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)wb + CPU_QD_PREFETCH + 64, _MM_HINT_T0);
+        }
+        const __m128i h = _mm_setr_epi32((int)cpu_qd_dm(kind, wb), (int)cpu_qd_dm(kind, wb + bytes),
+                                         (int)cpu_qd_dm(kind, wb + 2 * bytes),
+                                         (int)cpu_qd_dm(kind, wb + 3 * bytes));
+        const __m256 s = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_loadu_ps(sc + 2 * i));
+        const __m512 s5 = _mm512_castps256_ps512(s);
+        const int8_t *q8 = q + i * SY_QK;
+        if (kind == CPU_QD_Q8_0) {
+            const __m512i a = _mm512_inserti64x4(_mm512_castsi256_si512(cpu_qd_load(wb + 2)),
+                                                 cpu_qd_load(wb + bytes + 2), 1);
+            const __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(cpu_qd_load(wb + 2 * bytes + 2)),
+                                                 cpu_qd_load(wb + 3 * bytes + 2), 1);
+            __m512i pa = cpu_z_dot2q8(a, q8), pb = cpu_z_dot2q8(b, q8 + 64);
+            if (planes == 2) {
+                pa = cpu_z_join(pa, cpu_z_dot2q8(a, q8 + k));
+                pb = cpu_z_join(pb, cpu_z_dot2q8(b, q8 + k + 64));
+            }
+            const __m512i ia = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+            const __m512i ib = _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pa), _mm512_permutexvar_ps(ia, s5), acc);
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pb), _mm512_permutexvar_ps(ib, s5), acc);
+            continue;
+        }
+        __m512i hi;
+        const __m512i lo = cpu_z_quants4(kind, wb, bytes, &hi);
+        __m512i p = cpu_z_dot4blocks(lo, hi, q8);
+        if (planes == 2)
+            p = cpu_z_join(p, cpu_z_dot4blocks(lo, hi, q8 + k));
+        mins = _mm256_add_ps(mins, s);
+        const __m512i idx = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_permutexvar_ps(idx, s5), acc);
+    }
+    float sum = _mm512_reduce_add_ps(acc);
+    if (kind != CPU_QD_Q8_0) {
+        /* Odd lanes of |mins| hold the min terms. */
+        const __m256 m = _mm256_permutevar8x32_ps(mins, _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7));
+        sum += cpu_qd_min_factor(kind) * cpu_qd_hsum(_mm256_blend_ps(m, _mm256_setzero_ps(), 0xF0));
+    }
+    /* Up to three blocks left: one pair, then one block. */
+    if (i + 2 <= nb) {
+        const __m128 ws = cpu_qd_pair_scales(kind, wb, bytes);
+        const __m128 s = _mm_mul_ps(ws, _mm_loadu_ps(sc + 2 * i));
+        if (kind == CPU_QD_Q8_0) {
+            sum += cpu_qd_tail_block(kind, wb, q + i * SY_QK, sc + 2 * i, planes, k) +
+                   cpu_qd_tail_block(kind, wb + bytes, q + (i + 1) * SY_QK, sc + 2 * (i + 1), planes, k);
+        } else {
+            __m256i lo, hi;
+            cpu_qd_pair_quants(kind, wb, bytes, &lo, &hi);
+            const __m256i p = cpu_qd_pair_dot(lo, hi, q + i * SY_QK, planes, k);
+            const __m128 m = _mm_shuffle_ps(s, s, 0x0D);
+            sum += cpu_qd_hsum(_mm256_mul_ps(_mm256_cvtepi32_ps(p), cpu_qd_pair_spread(s))) +
+                   cpu_qd_min_factor(kind) * _mm_cvtss_f32(_mm_add_ss(m, _mm_movehdup_ps(m)));
+        }
+        i += 2;
+        wb += 2 * bytes;
+    }
+    if (i < nb)
+        sum += cpu_qd_tail_block(kind, wb, q + i * SY_QK, sc + 2 * i, planes, k);
+    return sum;
+}
+
+#define CPU_Z_QDOT(name, kind)                                                                \
+    CPU_QD_EXPORT void cpu_avx512z_##name(CPU_QDOT_ARGS)                                      \
+    {                                                                                         \
+        if (nc != 1) {                                                                        \
+            cpu_avx512_##name(w, x, x_stride, nc, k, planes, out);                            \
+            return;                                                                           \
+        }                                                                                     \
+        const float *sc = cpu_q8_scales(x, k, planes);                                        \
+        out[0] = planes == 2 ? cpu_z_qdot1(kind, w, x, sc, k, 2) : cpu_z_qdot1(kind, w, x, sc, k, 1); \
+    }
+
+CPU_Z_QDOT(qdot_q4_0, CPU_QD_Q4_0)
+CPU_Z_QDOT(qdot_q4_1, CPU_QD_Q4_1)
+CPU_Z_QDOT(qdot_q5_0, CPU_QD_Q5_0)
+CPU_Z_QDOT(qdot_q5_1, CPU_QD_Q5_1)
+CPU_Z_QDOT(qdot_q8_0, CPU_QD_Q8_0)
+
 /* ------------------------------------------------ 512-bit prefill GEMM */
 
 /* Panels of 16 columns, laid out as the template's panels of 8: per block
@@ -69,11 +220,6 @@ CPU_QD_EXPORT void cpu_avx512_pack_panel16(const void *cols, size_t col_stride, 
             d[2 * CPU_Z_COLS + c] = sc[0] * (float)lo16;
         }
     }
-}
-
-CPU_QD __m512i cpu_z_load(const void *p)
-{
-    return _mm512_loadu_si512(p);
 }
 
 /* The dot of weight groups g0..g0+3 (broadcast in |wg|) with the panel's

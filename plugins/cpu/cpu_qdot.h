@@ -53,6 +53,13 @@ CPU_QDOT_DECLARE_SET(cpu_avx512)
 CPU_QGEMM_DECLARE_SET(cpu_avx2)
 CPU_QGEMM_DECLARE_SET(cpu_avxvnni)
 CPU_QGEMM_DECLARE_SET(cpu_avx512)
+/* The 512-bit decode kernels of the avx512 set (one column; others go to
+ * the 256-bit ones). */
+void cpu_avx512z_qdot_q4_0(CPU_QDOT_ARGS);
+void cpu_avx512z_qdot_q4_1(CPU_QDOT_ARGS);
+void cpu_avx512z_qdot_q5_0(CPU_QDOT_ARGS);
+void cpu_avx512z_qdot_q5_1(CPU_QDOT_ARGS);
+void cpu_avx512z_qdot_q8_0(CPU_QDOT_ARGS);
 /* The 512-bit GEMM of the avx512 set: panels of 16 columns. */
 void cpu_avx512_pack_panel16(const void *cols, size_t col_stride, int nc, int64_t k, int planes,
                              void *panel);

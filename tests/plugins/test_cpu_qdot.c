@@ -140,14 +140,16 @@ static void exact_dot(sy_dtype t, const void *w, const uint8_t *col, int64_t k, 
     *out_mag = mag;
 }
 
-/* Row lengths worth testing for |t|: one block, an odd count of blocks
- * (the kernels pair blocks) and a long row. */
-static void row_lengths(sy_dtype t, int64_t out[3])
+/* Row lengths worth testing for |t|: one block, odd counts of blocks
+ * around the kernels' pairs and quads (3, 7), and a long row. */
+#define N_ROW_LENGTHS 4
+static void row_lengths(sy_dtype t, int64_t out[N_ROW_LENGTHS])
 {
     const int64_t bs = sy_dtype_block_size(t);
     out[0] = bs;
     out[1] = bs * 3;
-    out[2] = bs == 32 ? 1536 : 2048;
+    out[2] = bs * 7;
+    out[3] = bs == 32 ? 1536 : 2048;
 }
 
 Test(cpu_qdot, scalar_kernels_match_the_dequantized_dot)
@@ -158,9 +160,9 @@ Test(cpu_qdot, scalar_kernels_match_the_dequantized_dot)
     for (int planes = 1; planes <= 2; planes++) {
         for (size_t ti = 0; ti < N_QTYPES; ti++) {
             const sy_dtype t = qtypes[ti];
-            int64_t ks[3];
+            int64_t ks[N_ROW_LENGTHS];
             row_lengths(t, ks);
-            for (int ki = 0; ki < 3; ki++) {
+            for (int ki = 0; ki < N_ROW_LENGTHS; ki++) {
                 const int64_t k = ks[ki];
                 const size_t stride = cpu_q8_col_bytes(k, planes);
                 size_t row;
@@ -231,9 +233,9 @@ Test(cpu_qdot, simd_kernels_match_the_scalar_kernels)
         if (!isa)
             continue;
         for (size_t ti = 0; ti < N_QTYPES; ti++) {
-            int64_t ks[3];
+            int64_t ks[N_ROW_LENGTHS];
             row_lengths(qtypes[ti], ks);
-            for (int ki = 0; ki < 3; ki++)
+            for (int ki = 0; ki < N_ROW_LENGTHS; ki++)
                 for (int planes = 1; planes <= 2; planes++)
                     check_simd_dots(&r, isa, qtypes[ti], ks[ki], planes);
         }
@@ -304,9 +306,9 @@ Test(cpu_qdot, gemm_kernels_match_the_scalar_dot_products)
         for (size_t ti = 0; ti < N_QTYPES; ti++) {
             if (!isa->qgemm[qtypes[ti]])
                 continue;
-            int64_t ks[3];
+            int64_t ks[N_ROW_LENGTHS];
             row_lengths(qtypes[ti], ks);
-            for (int ki = 0; ki < 3; ki++)
+            for (int ki = 0; ki < N_ROW_LENGTHS; ki++)
                 for (int planes = 1; planes <= 2; planes++)
                     check_gemm(&r, isa, qtypes[ti], ks[ki], planes);
         }
