@@ -152,6 +152,22 @@ static sy_status want_f32_or_f16(sy_op op, uint32_t i, const sy_tensor *t, char 
                        in_name(op, i, nm), sy_dtype_name(t->dtype));
 }
 
+/* K and V of ATTENTION: the KV cache types (F32, F16, Q8_0, Q4_0). */
+static sy_status want_kv_dtype(sy_op op, uint32_t i, const sy_tensor *t, char *err, size_t err_size)
+{
+    char nm[16];
+    switch (t->dtype) {
+    case SY_DTYPE_F32:
+    case SY_DTYPE_F16:
+    case SY_DTYPE_Q8_0:
+    case SY_DTYPE_Q4_0:
+        return SY_OK;
+    default:
+        return sy__op_fail(err, err_size, SY_E_DTYPE, op, "%s must be f32, f16, q8_0 or q4_0, got %s",
+                           in_name(op, i, nm), sy_dtype_name(t->dtype));
+    }
+}
+
 /* Requires ne[d] == 1 for d >= |max_dims|. */
 static sy_status want_max_dims(sy_op op, uint32_t i, const sy_tensor *t, uint32_t max_dims,
                                const char *layout, char *err, size_t err_size)
@@ -354,9 +370,9 @@ static sy_status infer_attention(sy_tensor *const *in, const sy_op_params *p, sy
     const sy_tensor *q = in[0], *k = in[1], *v = in[2];
     sy_status st = want_dtype(SY_OP_ATTENTION, 0, q, SY_DTYPE_F32, err, es);
     if (st == SY_OK)
-        st = want_f32_or_f16(SY_OP_ATTENTION, 1, k, err, es);
+        st = want_kv_dtype(SY_OP_ATTENTION, 1, k, err, es);
     if (st == SY_OK)
-        st = want_f32_or_f16(SY_OP_ATTENTION, 2, v, err, es);
+        st = want_kv_dtype(SY_OP_ATTENTION, 2, v, err, es);
     for (uint32_t i = 0; i < 3 && st == SY_OK; i++)
         st = want_max_dims(SY_OP_ATTENTION, i, in[i], 3, i ? "[D,Hkv,S]" : "[D,Hq,T]", err, es);
     if (st != SY_OK)

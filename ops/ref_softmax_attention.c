@@ -98,9 +98,13 @@ sy_status sy__ref_attention(const sy_node *node)
     sy_tensor *out = node->output;
     if (q->dtype != SY_DTYPE_F32 || out->dtype != SY_DTYPE_F32)
         return SY_E_DTYPE;
-    if ((k->dtype != SY_DTYPE_F32 && k->dtype != SY_DTYPE_F16) ||
-        (v->dtype != SY_DTYPE_F32 && v->dtype != SY_DTYPE_F16))
-        return SY_E_DTYPE;
+    /* Quantised caches (Q8_0, Q4_0) are dequantised row by row on load,
+     * with the same block arithmetic as every other reader. */
+    for (int i = 1; i < 3; i++) {
+        const uint32_t t = node->inputs[i]->dtype;
+        if (t != SY_DTYPE_F32 && t != SY_DTYPE_F16 && t != SY_DTYPE_Q8_0 && t != SY_DTYPE_Q4_0)
+            return SY_E_DTYPE;
+    }
     const int64_t D = q->ne[0], Hq = q->ne[1], T = q->ne[2];
     const int64_t Hkv = k->ne[1], S = k->ne[2];
     const int64_t group = Hq / Hkv;

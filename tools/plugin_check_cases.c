@@ -183,6 +183,16 @@ static void pc_build_specs(pcheck_specs *l)
     s->pi[0] = 5;
     s->pi[1] = 4;
     s->pf[0] = 0.25f;
+    /* Quantised KV caches: head rows of whole 32-element blocks. */
+    static const uint32_t kv_quants[] = {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0};
+    for (size_t i = 0; i < 2; i++) {
+        s = pc_spec(l, PC_ATTENTION, SY_OP_ATTENTION);
+        s->dt1 = kv_quants[i];
+        pc_shape(s->a, 32, 4, 3, 1);
+        pc_shape(s->b, 32, 2, 8, 1);
+        s->pi[0] = 5;
+        s->pf[0] = 0.25f;
+    }
 
     static const uint32_t copy_pairs[][2] = {
         {SY_DTYPE_F32, SY_DTYPE_F16},  {SY_DTYPE_F32, SY_DTYPE_BF16}, {SY_DTYPE_F32, SY_DTYPE_Q8_0},

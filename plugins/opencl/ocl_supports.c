@@ -96,7 +96,7 @@ static uint32_t ocl_input_dtypes(uint32_t op, uint32_t i)
     case SY_OP_ROPE:
         return i == 0 ? f32 : i32;
     case SY_OP_ATTENTION:
-        return i == 0 ? f32 : f32 | f16;
+        return i == 0 ? f32 : f32 | f16 | (1u << SY_DTYPE_Q8_0) | (1u << SY_DTYPE_Q4_0);
     case SY_OP_KV_WRITE:
         return i == 0 ? f32 | f16 | (1u << SY_DTYPE_Q8_0) | (1u << SY_DTYPE_Q4_0) : f32;
     case SY_OP_COPY:

@@ -242,7 +242,18 @@ Test(infer, attention_checks_heads_head_size_and_kv_dtypes)
     expect_fail(SY_OP_ATTENTION, in, 3, &p, SY_E_SHAPE, "k [16,3,9] and v [8,3,9] must have the same shape");
     v.ne[0] = 16;
     k = tu_tensor(SY_DTYPE_BF16, 16, 3, 9, 1, NULL);
-    expect_fail(SY_OP_ATTENTION, in, 3, &p, SY_E_DTYPE, "attention: k must be f32 or f16, got bf16");
+    expect_fail(SY_OP_ATTENTION, in, 3, &p, SY_E_DTYPE,
+                "attention: k must be f32, f16, q8_0 or q4_0, got bf16");
+    /* The quantised KV cache types are read; other block types are not. */
+    sy_tensor qq = tu_tensor(SY_DTYPE_F32, 32, 6, 2, 1, NULL);
+    sy_tensor qk = tu_tensor(SY_DTYPE_Q8_0, 32, 3, 9, 1, NULL);
+    sy_tensor qv = tu_tensor(SY_DTYPE_Q4_0, 32, 3, 9, 1, NULL);
+    sy_tensor *qin[3] = {&qq, &qk, &qv};
+    sy_tensor qo = infer_ok(SY_OP_ATTENTION, qin, 3, &p);
+    expect_shape(&qo, 32, 6, 2, 1);
+    qv = tu_tensor(SY_DTYPE_Q4_1, 32, 3, 9, 1, NULL);
+    expect_fail(SY_OP_ATTENTION, qin, 3, &p, SY_E_DTYPE,
+                "attention: v must be f32, f16, q8_0 or q4_0, got q4_1");
     k = tu_tensor(SY_DTYPE_F16, 16, 3, 9, 1, NULL);
     const sy_op_params unset = {.i = {7, 0}};
     expect_fail(SY_OP_ATTENTION, in, 3, &unset, SY_E_INVALID_ARG, "scale (p.f[0]) must be finite and non-zero");

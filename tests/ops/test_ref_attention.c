@@ -153,6 +153,49 @@ Test(ref_attention, sliding_window_matches_naive_softmax_qk_v)
     check_attention(SY_DTYPE_F32, 2);
 }
 
+/* Quantised caches: the kernel must see exactly the dequantised values, so
+ * the naive side reads the same blocks through sy__dequantize_row. */
+static void check_attention_quantized(sy_dtype kv_type, int window)
+{
+    enum { D = 64, HQ = 4, HKV = 2, T = 3, S = 9, NPAST = 6 };
+    tu_rng rng = tu_rng_fresh();
+    float q[D * HQ * T], kf[D * HKV * S], vf[D * HKV * S], want[D * HQ * T];
+    uint8_t kb[sizeof kf], vb[sizeof vf];
+    tu_fill(&rng, q, D * HQ * T, -1, 1);
+    tu_fill(&rng, kf, D * HKV * S, -1, 1);
+    tu_fill(&rng, vf, D * HKV * S, -1, 1);
+    cr_assert_eq(sy__quantize_row(kv_type, kf, kb, D * HKV * S), SY_OK);
+    cr_assert_eq(sy__quantize_row(kv_type, vf, vb, D * HKV * S), SY_OK);
+    cr_assert_eq(sy__dequantize_row(kv_type, kb, kf, D * HKV * S), SY_OK);
+    cr_assert_eq(sy__dequantize_row(kv_type, vb, vf, D * HKV * S), SY_OK);
+
+    sy_tensor tq = tu_tensor(SY_DTYPE_F32, D, HQ, T, 1, q);
+    sy_tensor tk = tu_tensor(kv_type, D, HKV, S, 1, kb);
+    sy_tensor tv = tu_tensor(kv_type, D, HKV, S, 1, vb);
+    sy_tensor out, *in[3] = {&tq, &tk, &tv};
+    const float scale = 1.0f / sqrtf((float)D);
+    const sy_op_params p = {.i = {NPAST, window}, .f = {scale}};
+    cr_assert_eq(tu_run(SY_OP_ATTENTION, in, 3, &p, &out), SY_OK);
+    naive_attention(q, kf, vf, want, D, HQ, HKV, T, S, scale, NPAST, window);
+    for (int i = 0; i < D * HQ * T; i++)
+        cr_assert_float_eq(((float *)out.data)[i], want[i], 1e-6f, "%s window %d seed %llu: out[%d] = %g, want %g",
+                           sy_dtype_name(kv_type), window, (unsigned long long)rng.seed, i,
+                           (double)((float *)out.data)[i], (double)want[i]);
+    free(out.data);
+}
+
+Test(ref_attention, q8_0_kv_reads_the_dequantized_cache)
+{
+    check_attention_quantized(SY_DTYPE_Q8_0, 0);
+    check_attention_quantized(SY_DTYPE_Q8_0, 4);
+}
+
+Test(ref_attention, q4_0_kv_reads_the_dequantized_cache)
+{
+    check_attention_quantized(SY_DTYPE_Q4_0, 0);
+    check_attention_quantized(SY_DTYPE_Q4_0, 4);
+}
+
 Test(ref_attention, single_key_returns_its_value_exactly)
 {
     /* One visible key: the softmax weight is exactly 1 whatever the score. */

@@ -408,6 +408,27 @@ Test(cpu_attention, matches_the_reference_with_mixed_kv)
     check_attention_all(SY_DTYPE_F32, SY_DTYPE_F16);
 }
 
+/* Quantised caches: head sizes are whole 32-blocks; key ranges cross the
+ * kernel's 32-row dequantisation tiles and end off them. */
+static void check_attention_quantized(sy_dtype kt, sy_dtype vt)
+{
+    check_attention(kt, vt, 1, 300, 299, 0);  /* decode: ten tiles, the last one partial */
+    check_attention(kt, vt, 1, 300, 150, 0);  /* rows past the query masked */
+    check_attention(kt, vt, 6, 6, 0, 0);      /* causal prefill inside one tile */
+    check_attention(kt, vt, 4, 80, 70, 33);   /* sliding window starting mid-tile */
+    check_attention(kt, vt, 3, 10, 20, 2);    /* window past the end of the cache */
+    check_attention_d(kt, vt, 256, 2, 70, 68, 0); /* Gemma 3's head size */
+    check_attention_d(kt, vt, 32, 5, 40, 35, 0);  /* one block per row */
+}
+
+Test(cpu_attention, matches_the_reference_with_q8_0_kv) { check_attention_quantized(SY_DTYPE_Q8_0, SY_DTYPE_Q8_0); }
+Test(cpu_attention, matches_the_reference_with_q4_0_kv) { check_attention_quantized(SY_DTYPE_Q4_0, SY_DTYPE_Q4_0); }
+Test(cpu_attention, matches_the_reference_with_quantized_k_or_v_only)
+{
+    check_attention_quantized(SY_DTYPE_Q8_0, SY_DTYPE_F16);
+    check_attention_quantized(SY_DTYPE_F32, SY_DTYPE_Q4_0);
+}
+
 /* ------------------------------------------------------------- kv_write */
 
 static void check_kv_write(sy_dtype cache_type, int64_t d, int64_t h, int64_t c, int64_t start,

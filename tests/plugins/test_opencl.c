@@ -373,6 +373,14 @@ Test(opencl_attention, matches_the_reference_with_mixed_kv)
     check_attention_all(SY_DTYPE_F32, SY_DTYPE_F16);
 }
 
+Test(opencl_attention, matches_the_reference_with_quantized_kv)
+{
+    check_attention_all(SY_DTYPE_Q8_0, SY_DTYPE_Q8_0);
+    check_attention_all(SY_DTYPE_Q4_0, SY_DTYPE_Q4_0);
+    check_attention(SY_DTYPE_Q8_0, SY_DTYPE_F16, 256, 4, 1, 2, 70, 68, 0);
+    check_attention(SY_DTYPE_F32, SY_DTYPE_Q4_0, 32, 6, 3, 5, 40, 35, 16);
+}
+
 Test(opencl_attention, runs_many_key_chunks_and_large_heads)
 {
     check_attention(SY_DTYPE_F16, SY_DTYPE_F16, 128, 4, 4, 2, 1500, 1498, 0);

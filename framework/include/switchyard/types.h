@@ -96,7 +96,8 @@ static inline bool sy_dtype_is_quantized(uint32_t t)
  *            p.i[0] causal (key j masked when j > p.i[1] + m, row m),
  *            p.i[1] n_past, p.i[2] window (0: none; else key j masked when
  *            p.i[1] + m - j >= window)
- * ATTENTION  in0 Q F32 [D,Hq,T], in1 K [D,Hkv,S] F32|F16, in2 V [D,Hkv,S] F32|F16,
+ * ATTENTION  in0 Q F32 [D,Hq,T], in1 K [D,Hkv,S], in2 V [D,Hkv,S], each F32|F16|Q8_0|Q4_0
+ *            (the KV cache types; quantised rows are read as their dequantised values),
  *            Hkv | Hq (GQA: query head h reads kv head h / (Hq/Hkv)) -> F32 [D,Hq,T];
  *            softmax(q.k * p.f[0]) . v with query t at position p.i[0] + t and
  *            the causal / window masks of SOFTMAX (p.i[0] n_past, p.i[1] window);

@@ -1,5 +1,6 @@
 /* ATTENTION: out = softmax(q.k * scale) . v for Q [D,Hq,T] F32 and K, V
- * [D,Hkv,S] F32 or F16, with GQA (query head h reads kv head h / (Hq/Hkv)),
+ * [D,Hkv,S] F32, F16, Q8_0 or Q4_0 (a quantised KV cache: each element is
+ * dequantised where it is read, with the arithmetic of ops/quants.c), with GQA (query head h reads kv head h / (Hq/Hkv)),
  * the causal mask (query t sits at position n_past + t) and an optional
  * sliding window.
  *
@@ -14,9 +15,25 @@
 
 #define ATT_ACC 4
 
-inline float ld_kv(const global uchar *p, int t)
+/* Element |e| of the K or V row at |row| of dtype |t|. */
+inline float ld_kv(const global uchar *row, long e, int t)
 {
-    return t == T_F16 ? h2f(ld_u16(p)) : *(const global float *)p;
+    switch (t) {
+    case T_F16:
+        return h2f(ld_u16(row + e * 2));
+    case T_Q8_0: {
+        const global uchar *blk = row + (e >> 5) * 34;
+        return (float)((const global char *)(blk + 2))[e & 31] * h2f(ld_u16(blk));
+    }
+    case T_Q4_0: {
+        const global uchar *blk = row + (e >> 5) * 18;
+        const int j = (int)(e & 31);
+        const int nib = j < 16 ? blk[2 + j] & 0x0f : blk[2 + j - 16] >> 4;
+        return (float)(nib - 8) * h2f(ld_u16(blk));
+    }
+    default:
+        return *(const global float *)(row + e * 4);
+    }
 }
 
 kernel void attention(CTENSOR_ARGS(q), CTENSOR_ARGS(k), CTENSOR_ARGS(v), TENSOR_ARGS(o),
@@ -40,7 +57,6 @@ kernel void attention(CTENSOR_ARGS(q), CTENSOR_ARGS(k), CTENSOR_ARGS(v), TENSOR_
     /* Keys outside [first, last] are masked for this query. */
     long last = min(S - 1, q_pos);
     long first = window > 0 ? max(0L, q_pos - window + 1) : 0L;
-    const ulong kts = k_type == T_F16 ? 2 : 4, vts = v_type == T_F16 ? 2 : 4;
     barrier(CLK_LOCAL_MEM_FENCE);
 
     for (long c0 = first; c0 <= last; c0 += ls) {
@@ -50,7 +66,7 @@ kernel void attention(CTENSOR_ARGS(q), CTENSOR_ARGS(k), CTENSOR_ARGS(v), TENSOR_
             const global uchar *kr = ROW_AT(k, hk, s, 0);
             float dsum = 0.0f;
             for (long d = 0; d < D; d++)
-                dsum += qs[d] * ld_kv(kr + (ulong)d * kts, k_type);
+                dsum += qs[d] * ld_kv(kr, d, k_type);
             score = dsum * scale;
         }
         red[lid] = score;
@@ -75,7 +91,7 @@ kernel void attention(CTENSOR_ARGS(q), CTENSOR_ARGS(k), CTENSOR_ARGS(v), TENSOR_
                 const float pj = ps[j];
                 if (pj == 0.0f)
                     continue;
-                a += pj * ld_kv(ROW_AT(v, hk, c0 + j, 0) + (ulong)d * vts, v_type);
+                a += pj * ld_kv(ROW_AT(v, hk, c0 + j, 0), d, v_type);
             }
             acc[i] = a;
         }
