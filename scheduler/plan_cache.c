@@ -1,164 +1,60 @@
 /* Plan cache: plans keyed by a 128-bit graph signature.
  *
- * The signature covers topology (which tensor feeds which node), ops,
+ * The signature covers the graph's structural digest (topology, ops,
  * dtypes, roles, outputs, the shape class of every tensor, the op
- * parameters that can change what a device accepts (rope mode and dims,
- * softmax/attention masks and scales, copy target), node names when pins
- * are given, the resolved options and the loaded profiles.
+ * parameters that can change what a device accepts; computed at freeze,
+ * see framework/core/graph_signature.c), node names when pins are given,
+ * the resolved options and the loaded profiles.
  *
- * Shape class: weights keep their exact shape; every other dim is rounded
- * up to a power of two.  A decode step's KV length and position grow by
- * one per token, so without classes no step would ever hit the cache; with
- * them a plan is made once per doubling.  The executor re-reads sizes from
- * the graph it runs, so a plan reused within a class stays correct; only
- * its predicted times refer to the graph it was made for. */
+ * The executor re-reads sizes from the graph it runs, so a plan reused
+ * within a shape class stays correct; only its predicted times refer to
+ * the graph it was made for. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_internal.h"
 #include "plan_internal.h"
 
-/* Words are buffered and hashed four lanes at a time: each lane is a
- * multiply-xorshift chain, and independent lanes keep the multiplier busy
- * instead of waiting on one chain (a cache hit is mostly this loop). */
-#define SIG_BUF 256
-
-typedef struct sig {
-    uint64_t lane[4];
-    uint64_t buf[SIG_BUF];
-    uint32_t n;
-} sig;
-
-static inline uint64_t sig_mix(uint64_t h, uint64_t w)
+static inline uint64_t key_mix(uint64_t h, uint64_t w)
 {
     h = (h ^ w) * 0x9e3779b97f4a7c15ull;
     return h ^ (h >> 31);
 }
 
-static void sig_flush(sig *s)
+/* Node names, only when pins are given: they decide what a pin matches. */
+static uint64_t names_hash(const sy_graph *g)
 {
-    uint64_t a = s->lane[0], b = s->lane[1], c = s->lane[2], d = s->lane[3];
-    uint32_t n = s->n & ~3u;
-    for (uint32_t i = 0; i < n; i += 4) {
-        a = sig_mix(a, s->buf[i]);
-        b = sig_mix(b, s->buf[i + 1]);
-        c = sig_mix(c, s->buf[i + 2]);
-        d = sig_mix(d, s->buf[i + 3]);
-    }
-    for (uint32_t i = n; i < s->n; i++)
-        a = sig_mix(a, s->buf[i] ^ ((uint64_t)i << 56));
-    s->lane[0] = a;
-    s->lane[1] = b;
-    s->lane[2] = c;
-    s->lane[3] = d;
-    s->n = 0;
-}
-
-static inline void sig_word(sig *s, uint64_t w)
-{
-    s->buf[s->n++] = w;
-    if (s->n == SIG_BUF)
-        sig_flush(s);
-}
-
-static inline uint64_t ceil_log2(int64_t v)
-{
-    return v <= 1 ? 0 : 64u - (uint64_t)__builtin_clzll((uint64_t)(v - 1));
-}
-
-static uint64_t fbits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static void sig_params(sig *s, const sy_node *n)
-{
-    const sy_op_params *p = &n->params;
-    switch ((sy_op)n->op) {
-    case SY_OP_ROPE:
-        sig_word(s, (uint64_t)p->i[0] ^ (uint64_t)p->i[1] << 8 ^ fbits(p->f[0]) << 32);
-        sig_word(s, fbits(p->f[1]));
-        break;
-    case SY_OP_SOFTMAX:
-        sig_word(s, (uint64_t)p->i[0] ^ (uint64_t)p->i[2] << 8 ^ fbits(p->f[0]) << 32);
-        break;
-    case SY_OP_ATTENTION:
-        sig_word(s, (uint64_t)p->i[1] ^ fbits(p->f[0]) << 32);
-        break;
-    case SY_OP_COPY:
-        sig_word(s, (uint64_t)p->i[0]);
-        break;
-    default:
-        break;
-    }
-}
-
-static void sig_string(sig *s, const char *str)
-{
-    uint64_t w = 0;
-    size_t k = 0;
-    for (; *str; str++, k++) {
-        w = w << 8 | (uint8_t)*str;
-        if (k % 8 == 7) {
-            sig_word(s, w);
-            w = 0;
+    uint64_t h = 0x243f6a8885a308d3ull;
+    uint32_t nn = sy_graph_node_count(g);
+    for (uint32_t i = 0; i < nn; i++) {
+        const char *str = sy_graph_node(g, i)->name;
+        uint64_t w = 0;
+        size_t k = 0;
+        for (; *str; str++, k++) {
+            w = w << 8 | (uint8_t)*str;
+            if (k % 8 == 7) {
+                h = key_mix(h, w);
+                w = 0;
+            }
         }
+        h = key_mix(h, w ^ k << 56);
     }
-    sig_word(s, w ^ k << 56);
+    return h;
 }
 
-/* One tensor's dtype, role, view root and shape class. */
-static void sig_tensor(sig *s, const sy_tensor *t, bool output)
-{
-    uint64_t meta = (uint64_t)t->dtype | (uint64_t)t->role << 4 | (uint64_t)output << 7 |
-                    (uint64_t)(t->view_src ? t->view_src->id + 1 : 0) << 32;
-    if (t->role == SY_ROLE_WEIGHT) {
-        sig_word(s, meta);
-        sig_word(s, (uint64_t)t->ne[0] | (uint64_t)t->ne[1] << 32);
-        sig_word(s, (uint64_t)t->ne[2] | (uint64_t)t->ne[3] << 32);
-        return;
-    }
-    sig_word(s, meta | ceil_log2(t->ne[0]) << 8 | ceil_log2(t->ne[1]) << 14 |
-                    ceil_log2(t->ne[2]) << 20 | ceil_log2(t->ne[3]) << 26);
-}
-
-static bool is_leaf_role(uint32_t role)
-{
-    return role == SY_ROLE_WEIGHT || role == SY_ROLE_INPUT || role == SY_ROLE_KV;
-}
-
-/* Walks the nodes only: every tensor a plan can depend on is a node's
- * output (described there) or a leaf some node reads (described where it
- * is read), and the walk stays on memory the nodes already point at. */
+/* The graph's structure was hashed once when it was frozen
+ * (framework/core/graph_signature.c); a lookup adds the request, the
+ * profiles and, with pins, the node names. */
 void sy__plan_signature(const sy_graph *g, const sy__plan_request *req, uint64_t salt,
                         uint64_t out_key[2])
 {
-    sig s = {.lane = {0x6a09e667f3bcc908ull ^ req->hash, 0xbb67ae8584caa73bull ^ salt,
-                      0x3c6ef372fe94f82bull, 0xa54ff53a5f1d36f1ull}};
-    uint32_t nt = sy_graph_tensor_count(g), nn = sy_graph_node_count(g);
-    sig_word(&s, (uint64_t)nt << 32 | nn);
-    for (uint32_t i = 0; i < nn; i++) {
-        const sy_node *n = sy_graph_node(g, i);
-        uint64_t in[SY_MAX_INPUTS] = {0};
-        for (uint32_t k = 0; k < n->n_inputs && k < SY_MAX_INPUTS; k++) {
-            const sy_tensor *t = n->inputs[k];
-            in[k] = t->id + 1u;
-            if (is_leaf_role(t->role))
-                sig_tensor(&s, t, false);
-        }
-        sig_word(&s, (uint64_t)n->op | (uint64_t)n->n_inputs << 8 | (uint64_t)n->output->id << 16 |
-                         in[0] << 40);
-        sig_word(&s, in[1] | in[2] << 24 | in[3] << 48);
-        sig_tensor(&s, n->output, sy_graph_is_output(g, n->output));
-        sig_params(&s, n);
-        if (req->n_pins)
-            sig_string(&s, n->name);
-    }
-    sig_flush(&s);
-    out_key[0] = sig_mix(sig_mix(s.lane[0], s.lane[1]), s.lane[2] ^ s.lane[3]);
-    out_key[1] =
-        sig_mix(sig_mix(s.lane[3], s.lane[2]) + 0x510e527fade682d1ull, s.lane[1] ^ s.lane[0]);
+    uint64_t gs[2];
+    sy__graph_signature(g, gs);
+    uint64_t names = req->n_pins ? names_hash(g) : 0;
+    uint64_t a = key_mix(key_mix(gs[0] ^ 0x6a09e667f3bcc908ull, req->hash), names);
+    uint64_t b = key_mix(key_mix(gs[1] ^ 0xbb67ae8584caa73bull, salt), names ^ req->hash);
+    out_key[0] = key_mix(a, b);
+    out_key[1] = key_mix(b + 0x510e527fade682d1ull, a);
 }
 
 sy_plan *sy__cache_lookup(sy_planner *pl, const uint64_t key[2])

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "graph_internal.h"
 #include "switchyard/switchyard.h"
 
 struct sy_graph {
@@ -17,6 +18,7 @@ struct sy_graph {
     sy_node **nodes;
     uint32_t n_nodes, cap_nodes;
     bool frozen;
+    uint64_t sig[2]; /* structural digest, set at freeze (graph_signature.c) */
     char err[512];
 };
 
@@ -465,8 +467,16 @@ sy_status sy_graph_freeze(sy_graph *g)
     st = topo_sort(g);
     if (st != SY_OK)
         return st;
+    sy__graph_hash_structure(g->nodes, g->n_nodes, g->n_tensors, g->is_output, g->sig);
     g->frozen = true;
     return SY_OK;
+}
+
+void sy__graph_signature(const sy_graph *g, uint64_t out_sig[2])
+{
+    bool ok = g && g->frozen;
+    out_sig[0] = ok ? g->sig[0] : 0;
+    out_sig[1] = ok ? g->sig[1] : 0;
 }
 
 bool sy_graph_is_frozen(const sy_graph *g)
