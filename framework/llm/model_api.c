@@ -123,3 +123,8 @@ bool sy_model_is_end_token(const sy_model *m, int32_t token)
 {
     return m && sy_tokenizer_is_eog(m->tok, token);
 }
+
+const char *sy_model_chat_stop_text(const sy_model *m)
+{
+    return m && sy_chat_stop_is_text(&m->chat) ? sy_chat_end_of_turn(&m->chat) : "";
+}

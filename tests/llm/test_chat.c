@@ -309,19 +309,21 @@ Test(chat, refuses_a_default_system_prompt_longer_than_it_keeps)
     cr_assert(strstr(f.note, "1024"), "%s", f.note);
 }
 
-Test(chat, detects_gemma_from_its_template_or_from_the_architecture)
+Test(chat, detects_gemma_from_its_template_and_a_base_gemma_as_a_transcript)
 {
     sy_chat_format f = detect(GEMMA3_TEMPLATE, "gemma3");
     cr_assert_eq(f.kind, SY_CHAT_GEMMA);
     cr_assert_not(f.is_fallback);
     cr_assert_str_eq(sy_chat_end_of_turn(&f), "<end_of_turn>");
-    /* The Gemma 3 270M GGUF has no template at all. */
+    cr_assert_not(sy_chat_stop_is_text(&f));
+    /* The Gemma 3 270M GGUF on PyPI is the pretrained model: no template,
+     * and it has never seen turn markers. */
     sy_chat_format a = detect(NULL, "gemma3");
-    cr_assert_eq(a.kind, SY_CHAT_GEMMA);
-    cr_assert_not(a.is_fallback);
-    cr_assert(strstr(a.note, "general.architecture"), "%s", a.note);
+    cr_assert_eq(a.kind, SY_CHAT_TRANSCRIPT);
+    cr_assert(a.is_fallback);
+    cr_assert(strstr(a.note, "gemma3"), "%s", a.note);
     sy_chat_format e = detect("", "gemma3");
-    cr_assert_eq(e.kind, SY_CHAT_GEMMA);
+    cr_assert_eq(e.kind, SY_CHAT_TRANSCRIPT);
 }
 
 Test(chat, detects_llama3_and_flags_the_dated_preamble_it_does_not_render)
@@ -337,17 +339,18 @@ Test(chat, detects_llama3_and_flags_the_dated_preamble_it_does_not_render)
     cr_assert(g.is_approximate);
 }
 
-Test(chat, falls_back_to_plain_text_and_says_why)
+Test(chat, falls_back_to_a_transcript_and_says_why)
 {
     sy_chat_format none = detect(NULL, "llama");
-    cr_assert_eq(none.kind, SY_CHAT_PLAIN);
+    cr_assert_eq(none.kind, SY_CHAT_TRANSCRIPT);
     cr_assert(none.is_fallback);
     cr_assert(strstr(none.note, "no tokenizer.chat_template"), "%s", none.note);
     sy_chat_format odd = detect("{{ '[INST] ' + messages[0]['content'] + ' [/INST]' }}", "llama");
-    cr_assert_eq(odd.kind, SY_CHAT_PLAIN);
+    cr_assert_eq(odd.kind, SY_CHAT_TRANSCRIPT);
     cr_assert(odd.is_fallback);
     cr_assert(strstr(odd.note, "unrecognised"), "%s", odd.note);
-    cr_assert_str_eq(sy_chat_end_of_turn(&odd), "");
+    cr_assert_str_eq(sy_chat_end_of_turn(&odd), "\nUser:");
+    cr_assert(sy_chat_stop_is_text(&odd));
     cr_assert_eq(sy_chat_format_detect(NULL, NULL, NULL), SY_E_INVALID_ARG);
 }
 
@@ -484,7 +487,7 @@ Test(chat, gemma3_prompts_match_the_template)
 
 Test(chat, gemma3_refuses_what_its_template_refuses)
 {
-    sy_chat_format f = detect(NULL, "gemma3");
+    sy_chat_format f = detect(GEMMA3_TEMPLATE, "gemma3");
     expect_refusal(&f, NULL, 0, "at least one message");
     expect_refusal(&f, USER_USER, N_OF(USER_USER), "alternate");
     static const sy_chat_message starts_with_model[] = {{"assistant", "hi"}};
@@ -530,12 +533,32 @@ Test(chat, llama3_prompts_match_the_template)
 
 /* -------------------------------------------------------------- plain */
 
-Test(chat, plain_fallback_joins_contents_without_markers)
+Test(chat, plain_joins_contents_without_markers)
 {
-    sy_chat_format f = detect(NULL, "llama");
+    sy_chat_format f;
+    cr_assert_eq(sy_chat_format_init(SY_CHAT_PLAIN, &f), SY_OK);
     expect_prompt(&f, ONE_USER, N_OF(ONE_USER), true, "What is the capital of France?");
     expect_prompt(&f, FULL, N_OF(FULL), true,
                   "You are a pirate.\n\nHi\n\nArr, hello!\n\n  Where is the treasure?\n");
+    cr_assert_str_eq(sy_chat_end_of_turn(&f), "");
+    cr_assert_not(sy_chat_stop_is_text(&f));
+}
+
+Test(chat, transcript_writes_user_and_assistant_lines)
+{
+    sy_chat_format f = detect(NULL, "gemma3");
+    cr_assert_str_eq(f.default_system, SY_CHAT_TRANSCRIPT_SYSTEM);
+    expect_prompt(&f, ONE_USER, N_OF(ONE_USER), true,
+                  SY_CHAT_TRANSCRIPT_SYSTEM "User: What is the capital of France?\nAssistant:");
+    f.default_system[0] = '\0';
+    expect_prompt(&f, ONE_USER, N_OF(ONE_USER), true,
+                  "User: What is the capital of France?\nAssistant:");
+    expect_prompt(&f, FULL, N_OF(FULL), true,
+                  "You are a pirate.\n\nUser: Hi\nAssistant: Arr, hello!\n"
+                  "User: Where is the treasure?\nAssistant:");
+    expect_prompt(&f, FULL, N_OF(FULL), false,
+                  "You are a pirate.\n\nUser: Hi\nAssistant: Arr, hello!\n"
+                  "User: Where is the treasure?\n");
 }
 
 /* ------------------------------------------------------------ buffers */

@@ -238,6 +238,15 @@ sy_status sy_model_format_chat(const sy_model *m, const char *system, const char
 /* True when |token| ends a turn or the text (EOS, EOT, <|im_end|>, ...). */
 bool sy_model_is_end_token(const sy_model *m, int32_t token);
 
+/* The text that ends the assistant's turn when the model's chat format
+ * marks it with plain text instead of an end token: a model without a
+ * chat template (a base model) is given a "User: .../Assistant:"
+ * transcript by sy_model_format_chat(), and its answer ends where it
+ * starts the next "\nUser:" line.  "" when an end token ends the turn.
+ * Stop generating when the generated text contains it (and drop it).
+ * Ownership: static storage.  Thread-safety: safe. */
+const char *sy_model_chat_stop_text(const sy_model *m);
+
 typedef struct sy_session_options {
     uint32_t struct_size;  /* sizeof(sy_session_options) */
     uint32_t n_ctx;        /* context length in tokens; 0: min(4096, trained context) */
