@@ -56,7 +56,8 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: switchyard bench [-m MODEL[,MODEL...]] [-p N[,N...]] [-n N[,N...]] [-r REPS]\n"
             "                        [-t THREADS[,THREADS...]] [-b BATCH] [-o md|json]\n"
-            "                        [--devices NAME] [--kv-type f16|f32] [--no-warmup] [--seed S]\n"
+            "                        [--devices NAME] [--kv-type " SY_CLI_KV_TYPES "] [--no-warmup]\n"
+            "                        [--seed S]\n"
             "Measures prompt processing (ppN: N random tokens evaluated as one batch) and\n"
             "decode (tgN: N single-token steps) in tokens/s, mean +- standard deviation over\n"
             "REPS repetitions (default 5) after one warm-up run, with the KV cache cleared\n"
@@ -353,12 +354,9 @@ int sy_cli_bench(int argc, char **argv)
         } else if (strcmp(a, "--devices") == 0 || strcmp(a, "--device") == 0) {
             o.device = v;
         } else if (strcmp(a, "--kv-type") == 0) {
-            if (strcmp(v, "f16") == 0)
-                o.kv_type = SY_DTYPE_F16;
-            else if (strcmp(v, "f32") == 0)
-                o.kv_type = SY_DTYPE_F32;
-            else
-                ok = false, fprintf(stderr, "switchyard bench: --kv-type takes f16 or f32\n");
+            if (!sy_cli_parse_kv_type(v, &o.kv_type))
+                ok = false, fprintf(stderr, "switchyard bench: --kv-type takes " SY_CLI_KV_TYPES
+                                            ", got '%s'\n", v);
         } else if (strcmp(a, "--seed") == 0) {
             o.seed = strtoull(v, NULL, 10);
         } else {

@@ -53,7 +53,7 @@ int sy_cli_eval(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0) {
             printf("usage: switchyard eval -m MODEL (--tokens ID,ID,... | --prompt TEXT) -o FILE "
-                   "[--split K] [--kv-type f16|f32] [--device NAME]\nWrites the logits of every "
+                   "[--split K] [--kv-type " SY_CLI_KV_TYPES "] [--device NAME]\nWrites the logits of every "
                    "position as raw float32 (n_tokens x n_vocab) and prints the token ids.\n");
             return 0;
         }
@@ -74,9 +74,13 @@ int sy_cli_eval(int argc, char **argv)
             device = v;
         else if (strcmp(a, "--split") == 0)
             split = (uint32_t)strtoul(v, NULL, 10);
-        else if (strcmp(a, "--kv-type") == 0 && (!strcmp(v, "f16") || !strcmp(v, "f32")))
-            so.kv_type = strcmp(v, "f16") == 0 ? SY_DTYPE_F16 : SY_DTYPE_F32;
-        else {
+        else if (strcmp(a, "--kv-type") == 0) {
+            if (!sy_cli_parse_kv_type(v, &so.kv_type)) {
+                fprintf(stderr, "switchyard eval: --kv-type takes " SY_CLI_KV_TYPES ", got '%s'\n",
+                        v);
+                return 2;
+            }
+        } else {
             fprintf(stderr, "switchyard eval: unknown option '%s %s'\n", a, v);
             return 2;
         }

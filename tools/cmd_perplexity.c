@@ -53,11 +53,15 @@ int sy_cli_perplexity(int argc, char **argv)
 {
     const char *model = SY_CLI_DEFAULT_MODEL, *file = NULL, *device = NULL;
     uint32_t n_ctx = 512, max_chunks = 0;
+    sy_dtype kv_type = SY_DTYPE_F16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0) {
             printf("usage: switchyard perplexity -m MODEL -f FILE [--ctx N] [--chunks N] "
-                   "[--device NAME]\nPrints the perplexity of MODEL on FILE, chunk by chunk.\n");
+                   "[--kv-type " SY_CLI_KV_TYPES "]\n"
+                   "                             [--device NAME]\n"
+                   "Prints the perplexity of MODEL on FILE, chunk by chunk, with the KV cache in\n"
+                   "the type given (default f16).\n");
             return 0;
         }
         if (!v) {
@@ -75,7 +79,13 @@ int sy_cli_perplexity(int argc, char **argv)
             n_ctx = (uint32_t)strtoul(v, NULL, 10);
         else if (strcmp(a, "--chunks") == 0)
             max_chunks = (uint32_t)strtoul(v, NULL, 10);
-        else {
+        else if (strcmp(a, "--kv-type") == 0) {
+            if (!sy_cli_parse_kv_type(v, &kv_type)) {
+                fprintf(stderr, "switchyard perplexity: --kv-type takes " SY_CLI_KV_TYPES
+                                ", got '%s'\n", v);
+                return 2;
+            }
+        } else {
             fprintf(stderr, "switchyard perplexity: unknown option '%s'\n", a);
             return 2;
         }
@@ -105,6 +115,7 @@ int sy_cli_perplexity(int argc, char **argv)
     sy_session_options so;
     sy_session_options_init(&so);
     so.n_ctx = n_ctx;
+    so.kv_type = kv_type;
     /* The CPU alone until profiles exist: unmeasured devices are planned
      * from their own claims (see docs/scheduler.md). */
     if (!device)
@@ -136,8 +147,8 @@ int sy_cli_perplexity(int argc, char **argv)
         n_chunks = max_chunks;
     double nll = 0, nll2 = 0;
     uint64_t count = 0;
-    printf("perplexity of %s on %s: %u tokens, %u chunks of %u\n", info.name, file, n_ids,
-           n_chunks, n_ctx);
+    printf("perplexity of %s on %s: %u tokens, %u chunks of %u, KV cache %s\n", info.name, file,
+           n_ids, n_chunks, n_ctx, sy_dtype_name(kv_type));
     for (uint32_t c = 0; c < n_chunks; c++) {
         sy_session_reset(s);
         const int32_t *chunk = ids + (size_t)c * n_ctx;

@@ -56,15 +56,79 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: switchyard run [-m MODEL] [-p PROMPT] [-n N] [--chat] [--system TEXT]\n"
             "                      [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-            "                      [--repeat-penalty R] [--seed S] [--ctx N] [--kv-type f16|f32]\n"
-            "                      [--devices LIST] [--policy P] [--truncate]\n"
+            "                      [--repeat-penalty R] [--seed S] [--ctx N]\n"
+            "                      [--kv-type " SY_CLI_KV_TYPES "] [--context-policy error|shift|window:W]\n"
+            "                      [--keep N] [--devices LIST] [--policy P] [--truncate]\n"
             "Generates up to N tokens (default 128) after PROMPT, streaming them, then prints\n"
 
             "load time, TTFT, prefill and decode tokens/s and peak RSS.  Without -m it uses\n"
             "the default model %s (fetch it with tools/fetch-models.sh).\n"
             "--devices: comma list of devices the scheduler may use (default: cpu);\n"
-            "--policy: latency (default), cpu-only or prefer:DEVICE.\n",
+            "--policy: latency (default), cpu-only or prefer:DEVICE.\n"
+            "--kv-type: the KV cache's element type (default f16; q8_0 and q4_0 take about\n"
+            "  1/2 and 1/4 of its memory).\n"
+            "--context-policy: what happens when the context (--ctx) is full: error (default)\n"
+            "  stops with an error; shift drops the older half of the tokens after the first\n"
+            "  --keep ones (default: the chat prompt's system turn, or the BOS token) and\n"
+            "  re-evaluates the rest; window:W lets every layer see only its last W tokens,\n"
+            "  so the context never fills (see docs/memory.md).\n",
             SY_CLI_DEFAULT_MODEL);
+}
+
+/* Returns |m|'s chat prompt for |user| (malloc'd), or NULL. */
+static char *format_chat(const sy_model *m, const char *system, const char *user)
+{
+    size_t need = 0;
+    sy_status st = sy_model_format_chat(m, system, user, NULL, 0, &need);
+    if (st != SY_E_LIMIT && st != SY_OK) /* a size query may answer either */
+        return NULL;
+    char *text = malloc(need + 1);
+    if (text && sy_model_format_chat(m, system, user, text, need + 1, &need) != SY_OK) {
+        free(text);
+        text = NULL;
+    }
+    return text;
+}
+
+/* Returns the tokens of |text| as run tokenizes the prompt (malloc'd, at
+ * least one element), or NULL. */
+static int32_t *tokens_of(const sy_model *m, const char *text, bool chat, uint32_t *out_n)
+{
+    uint32_t n = 0;
+    sy_status st = sy_model_tokenize(m, text, strlen(text), true, chat, NULL, 0, &n);
+    if (st != SY_OK && st != SY_E_LIMIT)
+        return NULL;
+    int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    if (ids && sy_model_tokenize(m, text, strlen(text), true, chat, ids, n, &n) != SY_OK) {
+        free(ids);
+        return NULL;
+    }
+    *out_n = n;
+    return ids;
+}
+
+/* The tokens a context shift keeps by default: with --chat, the prompt's
+ * leading tokens that do not depend on the user's message (the system
+ * turn, default or given, and the user turn's header); else the BOS token
+ * the model adds, if it adds one. */
+static uint32_t default_keep(const sy_model *m, bool chat, const char *system, const char *prompt)
+{
+    uint32_t keep = 0, na = 0, nb = 0;
+    if (!chat) {
+        int32_t *ids = tokens_of(m, "", false, &na);
+        free(ids);
+        return ids ? na : 0;
+    }
+    char *a = format_chat(m, system, prompt), *b = format_chat(m, system, "");
+    int32_t *ia = a ? tokens_of(m, a, true, &na) : NULL;
+    int32_t *ib = b ? tokens_of(m, b, true, &nb) : NULL;
+    while (ia && ib && keep < na && keep < nb && ia[keep] == ib[keep])
+        keep++;
+    free(ia);
+    free(ib);
+    free(a);
+    free(b);
+    return keep;
 }
 
 /* Parses a number option, printing an error when it is not one. */
@@ -85,7 +149,7 @@ int sy_cli_run(int argc, char **argv)
 {
     const char *model = SY_CLI_DEFAULT_MODEL, *prompt = NULL;
     const char *system = NULL, *device = NULL;
-    bool chat = false;
+    bool chat = false, keep_set = false;
     sy_generate_params gp;
     sy_generate_params_init(&gp);
     sy_session_options so;
@@ -115,12 +179,16 @@ int sy_cli_run(int argc, char **argv)
             device = v, i++;
         } else if (strcmp(a, "--kv-type") == 0) {
             i++;
-            if (strcmp(v, "f16") == 0)
-                so.kv_type = SY_DTYPE_F16;
-            else if (strcmp(v, "f32") == 0)
-                so.kv_type = SY_DTYPE_F32;
-            else {
-                fprintf(stderr, "switchyard run: --kv-type must be f16 or f32\n");
+            if (!sy_cli_parse_kv_type(v, &so.kv_type)) {
+                fprintf(stderr, "switchyard run: --kv-type must be one of " SY_CLI_KV_TYPES
+                                ", got '%s'\n", v);
+                return 2;
+            }
+        } else if (strcmp(a, "--context-policy") == 0) {
+            i++;
+            if (!sy_cli_parse_context_policy(v, &so)) {
+                fprintf(stderr, "switchyard run: --context-policy must be error, shift or "
+                                "window:W (W >= 1 tokens), got '%s'\n", v);
                 return 2;
             }
         } else {
@@ -157,6 +225,11 @@ int sy_cli_run(int argc, char **argv)
                 if (!parse_num(a, v, 1, 1 << 24, &num))
                     return 2;
                 so.n_ctx = (uint32_t)num;
+            } else if (strcmp(a, "--keep") == 0) {
+                if (!parse_num(a, v, 0, 1 << 24, &num))
+                    return 2;
+                so.n_keep = (uint32_t)num;
+                keep_set = true;
             } else {
                 fprintf(stderr, "switchyard run: unknown option '%s'\n", a);
                 return 2;
@@ -184,6 +257,8 @@ int sy_cli_run(int argc, char **argv)
         fprintf(stderr, "switchyard run: %s\n", sy_runtime_last_error(rt));
         goto out_rt;
     }
+    if (so.context_policy == SY_CONTEXT_SHIFT && !keep_set)
+        so.n_keep = default_keep(m, chat, system, prompt);
     st = sy_session_create(m, &so, &s);
     if (st != SY_OK) {
         fprintf(stderr, "switchyard run: %s\n", sy_runtime_last_error(rt));

@@ -96,6 +96,13 @@ static sy_tensor *attention_block(builder *b, uint32_t il, sy_tensor *h, sy_tens
     const sy_step_desc *s = b->step;
     int64_t D = hp->head_dim, T = s->n_tokens;
     bool local = sy__layer_is_local(hp, il);
+    /* Row r of a session's cache holds position pos0 + r: writes and masks
+     * count rows, RoPE the true positions (kv_cache.h). */
+    int64_t first_row = s->n_past, window = local ? hp->sliding_window : 0;
+    if (s->kv_layers) {
+        first_row = (int64_t)s->n_past - s->kv_layers[il].pos0;
+        window = s->kv_layers[il].window;
+    }
 
     sy_tensor *q = matmul(b, "attn_q", w->wq, h, w->bq);
     sy_tensor *k = matmul(b, "attn_k", w->wk, h, w->bk);
@@ -113,10 +120,10 @@ static sy_tensor *attention_block(builder *b, uint32_t il, sy_tensor *h, sy_tens
     };
     q = op(b, SY_OP_ROPE, "attn_q.rope", q, pos, NULL, &rope);
     k = op(b, SY_OP_ROPE, "attn_k.rope", k, pos, NULL, &rope);
-    sy_op_params at = {.i = {s->n_past}};
+    sy_op_params at = {.i = {first_row}};
     k = op(b, SY_OP_KV_WRITE, "cache_k.write", kc, k, NULL, &at);
     v = op(b, SY_OP_KV_WRITE, "cache_v.write", vc, v, NULL, &at);
-    sy_op_params ap = {.i = {s->n_past, local ? hp->sliding_window : 0}, .f = {hp->attn_scale}};
+    sy_op_params ap = {.i = {first_row, window}, .f = {hp->attn_scale}};
     sy_tensor *a = op(b, SY_OP_ATTENTION, "attn", q, k, v, &ap);
     a = reshape(b, "attn.flat", a, D * hp->n_head, T, 1);
     a = matmul(b, "attn_output", w->wo, a, NULL);
@@ -161,8 +168,12 @@ sy_status sy__model_build_graph(const sy_model *m, const sy_step_desc *step, sy_
         char kname[32], vname[32];
         snprintf(kname, sizeof kname, "cache_k.%u", il);
         snprintf(vname, sizeof vname, "cache_v.%u", il);
-        sy_tensor *kc = leaf(&b, kname, step->kv_type, 3, kv_ne, SY_ROLE_KV, step->kv_k[il]);
-        sy_tensor *vc = leaf(&b, vname, step->kv_type, 3, kv_ne, SY_ROLE_KV, step->kv_v[il]);
+        const void *kd = step->kv_layers ? step->kv_layers[il].k : step->kv_k[il];
+        const void *vd = step->kv_layers ? step->kv_layers[il].v : step->kv_v[il];
+        if (step->kv_layers)
+            kv_ne[2] = step->kv_layers[il].rows;
+        sy_tensor *kc = leaf(&b, kname, step->kv_type, 3, kv_ne, SY_ROLE_KV, kd);
+        sy_tensor *vc = leaf(&b, vname, step->kv_type, 3, kv_ne, SY_ROLE_KV, vd);
         sy_tensor *h = norm(&b, "attn_norm", x, m->layers[il].attn_norm);
         h = attention_block(&b, il, h, pos, kc, vc);
         x = op(&b, SY_OP_ADD, "attn.residual", x, h, NULL, NULL);

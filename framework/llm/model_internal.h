@@ -5,6 +5,7 @@
 
 #include "chat.h"
 #include "gguf.h"
+#include "kv_cache.h"
 #include "switchyard/switchyard.h"
 
 typedef enum sy_arch {
@@ -71,6 +72,10 @@ typedef struct sy_step_desc {
     void *const *kv_v;
     sy_dtype kv_type;
     uint32_t n_ctx;
+    /* Optional, a session's cache: per layer its buffers, rows, window and
+     * first position (kv_cache.h); when set, kv_k, kv_v and n_ctx are
+     * unused and layers attend within their own window. */
+    const sy_kv_layer *kv_layers;
 } sy_step_desc;
 
 /* Builds and freezes the graph of one step of |m|.

@@ -1,5 +1,16 @@
-/* Sessions: one conversation on a model — its KV cache, its position, and
- * the generate loop with metrics. */
+/* Sessions: one conversation on a model — its KV cache, its position, the
+ * context policy that applies when the cache is full, and the generate
+ * loop with metrics.
+ *
+ * SY_CONTEXT_SHIFT re-evaluates rather than re-rotates: the tokens kept
+ * after a shift (the first n_keep, then the newer half of the rest) are
+ * evaluated again at their new positions, from n_keep when every layer
+ * still holds what that needs, else from 0.  The cache then holds exactly
+ * what a fresh session given the kept tokens would hold, for every KV type
+ * and architecture.  Re-rotating the cached K by RoPE (llama.cpp's
+ * context shift) is cheaper but keeps keys and values that were computed
+ * while the dropped tokens were visible, and would re-quantise Q8_0/Q4_0
+ * keys at every shift; its result matches no fresh evaluation. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +28,10 @@ struct sy_session {
     sy_plan_options plan_opts;
     char *devices, *policy;
     uint32_t n_ctx, n_batch, n_past;
-    sy_dtype kv_type;
-    void **kv_k, **kv_v; /* per layer host buffers */
-    uint64_t kv_bytes;
+    sy_context_policy ctx_policy;
+    uint32_t n_keep, window;
+    sy_kv_cache kv;
+    int32_t *hist;               /* SHIFT: the ids at positions 0 .. n_past-1 */
     int32_t *tokens, *positions; /* n_batch scratch */
     float *logits;               /* n_vocab floats: last position */
     sy_metrics metrics;
@@ -67,12 +79,8 @@ void sy_session_destroy(sy_session *s)
 {
     if (!s)
         return;
-    for (uint32_t il = 0; s->kv_k && il < s->m->hp.n_layer; il++) {
-        free(s->kv_k[il]);
-        free(s->kv_v[il]);
-    }
-    free(s->kv_k);
-    free(s->kv_v);
+    sy__kv_cache_deinit(&s->kv);
+    free(s->hist);
     free(s->tokens);
     free(s->positions);
     free(s->logits);
@@ -80,6 +88,73 @@ void sy_session_destroy(sy_session *s)
     free(s->devices);
     free(s->policy);
     free(s);
+}
+
+/* Reads |opts| (may be NULL) into |o| with the defaults filled in and the
+ * KV configuration derived; errors go to the runtime. */
+static sy_status session_config(const sy_model *m, const sy_session_options *opts,
+                                sy_session_options *o, sy_kv_config *out_kv)
+{
+    sy_session_options_init(o);
+    if (opts)
+        memcpy(o, opts, opts->struct_size < sizeof *o ? opts->struct_size : sizeof *o);
+    const sy_hparams *hp = &m->hp;
+    sy_runtime *rt = m->rt;
+    if (o->n_ctx == 0)
+        o->n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (o->n_ctx < 1 || o->n_ctx > (1u << 24)) {
+        sy__runtime_set_error(rt, "session: context of %u tokens is out of range", o->n_ctx);
+        return SY_E_INVALID_ARG;
+    }
+    if (o->n_batch == 0)
+        o->n_batch = 512;
+    switch (o->context_policy) {
+    case SY_CONTEXT_ERROR:
+        break;
+    case SY_CONTEXT_SHIFT:
+        if (o->n_keep >= o->n_ctx) {
+            sy__runtime_set_error(rt, "session: shift keeps the first %u tokens, the context "
+                                      "holds only %u", o->n_keep, o->n_ctx);
+            return SY_E_INVALID_ARG;
+        }
+        break;
+    case SY_CONTEXT_WINDOW:
+        if (o->window == 0) {
+            sy__runtime_set_error(rt, "session: the window policy needs a window of at least "
+                                      "1 token");
+            return SY_E_INVALID_ARG;
+        }
+        break;
+    default:
+        sy__runtime_set_error(rt, "session: context policy %d is not one of error (0), shift "
+                                  "(1), window (2)", (int)o->context_policy);
+        return SY_E_INVALID_ARG;
+    }
+    *out_kv = (sy_kv_config){
+        .type = o->kv_type, .n_ctx = o->n_ctx, .n_batch = o->n_batch,
+        .window = o->context_policy == SY_CONTEXT_WINDOW ? o->window : 0,
+    };
+    return SY_OK;
+}
+
+sy_status sy_model_query_kv_bytes(const sy_model *m, const sy_session_options *opts,
+                                  uint64_t *out_bytes)
+{
+    if (!out_bytes)
+        return SY_E_INVALID_ARG;
+    *out_bytes = 0;
+    if (!m)
+        return SY_E_INVALID_ARG;
+    sy_session_options o;
+    sy_kv_config kc;
+    sy_status st = session_config(m, opts, &o, &kc);
+    if (st != SY_OK)
+        return st;
+    char err[256];
+    st = sy__kv_cache_layout(&m->hp, &kc, NULL, out_bytes, NULL, err, sizeof err);
+    if (st != SY_OK)
+        sy__runtime_set_error(m->rt, "session: %s", err);
+    return st;
 }
 
 sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_session **out_session)
@@ -90,22 +165,13 @@ sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_sess
     if (!m)
         return SY_E_INVALID_ARG;
     sy_session_options o;
-    sy_session_options_init(&o);
-    if (opts)
-        memcpy(&o, opts, opts->struct_size < sizeof o ? opts->struct_size : sizeof o);
+    sy_kv_config kc;
     const sy_hparams *hp = &m->hp;
     sy_runtime *rt = m->rt;
-    if (o.kv_type != SY_DTYPE_F16 && o.kv_type != SY_DTYPE_F32) {
-        sy__runtime_set_error(rt, "session: KV type %s is not supported (f16, f32)",
-                              sy_dtype_name(o.kv_type));
-        return SY_E_DTYPE;
-    }
-    uint32_t n_ctx = o.n_ctx ? o.n_ctx : (hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096);
-    if (n_ctx < 1 || n_ctx > (1u << 24)) {
-        sy__runtime_set_error(rt, "session: context of %u tokens is out of range", n_ctx);
-        return SY_E_INVALID_ARG;
-    }
-    sy_status st;
+    sy_status st = session_config(m, opts, &o, &kc);
+    if (st != SY_OK)
+        return st;
+    uint32_t n_ctx = o.n_ctx;
     /* Every named device must exist: a typo is an error, not a silent
      * CPU-only run. */
     for (const char *p = o.devices; p && *p;) {
@@ -145,31 +211,30 @@ sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_sess
         return st;
     }
     s->n_ctx = n_ctx;
-    s->n_batch = o.n_batch ? o.n_batch : 512;
-    s->kv_type = o.kv_type;
-    uint64_t per = (uint64_t)hp->head_dim * hp->n_head_kv * n_ctx * sy_dtype_type_size(o.kv_type);
-    s->kv_k = calloc(hp->n_layer, sizeof *s->kv_k);
-    s->kv_v = calloc(hp->n_layer, sizeof *s->kv_v);
+    s->n_batch = o.n_batch;
+    s->ctx_policy = o.context_policy;
+    s->n_keep = o.n_keep;
+    s->window = o.window;
+    st = sy__kv_cache_init(&s->kv, hp, &kc, s->err, sizeof s->err);
+    if (st != SY_OK) {
+        sy__runtime_set_error(rt, "session: %s", s->err);
+        sy_session_destroy(s);
+        return st;
+    }
     s->tokens = malloc(s->n_batch * sizeof *s->tokens);
     s->positions = malloc(s->n_batch * sizeof *s->positions);
     s->logits = malloc((size_t)hp->n_vocab * sizeof *s->logits);
-    if (!s->kv_k || !s->kv_v || !s->tokens || !s->positions || !s->logits)
-        goto out_nomem;
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
-        /* calloc: untouched pages stay unbacked until the context reaches them. */
-        s->kv_k[il] = calloc(1, per);
-        s->kv_v[il] = calloc(1, per);
-        if (!s->kv_k[il] || !s->kv_v[il])
-            goto out_nomem;
+    if (o.context_policy == SY_CONTEXT_SHIFT)
+        s->hist = malloc((size_t)n_ctx * sizeof *s->hist);
+    if (!s->tokens || !s->positions || !s->logits ||
+        (o.context_policy == SY_CONTEXT_SHIFT && !s->hist)) {
+        sy__runtime_set_error(rt, "session: out of memory for the buffers of a %u-token context",
+                              n_ctx);
+        sy_session_destroy(s);
+        return SY_E_NO_MEMORY;
     }
-    s->kv_bytes = per * 2 * hp->n_layer;
     *out_session = s;
     return SY_OK;
-out_nomem:
-    sy__runtime_set_error(rt, "session: out of memory for a %u-token KV cache (%.1f MiB)", n_ctx,
-                          (double)per * 2 * hp->n_layer / (1 << 20));
-    sy_session_destroy(s);
-    return SY_E_NO_MEMORY;
 }
 
 const char *sy_session_last_error(const sy_session *s)
@@ -179,8 +244,10 @@ const char *sy_session_last_error(const sy_session *s)
 
 void sy_session_reset(sy_session *s)
 {
-    if (s)
-        s->n_past = 0;
+    if (!s)
+        return;
+    s->n_past = 0;
+    sy__kv_cache_reset(&s->kv);
 }
 
 uint32_t sy_session_n_past(const sy_session *s)
@@ -188,11 +255,16 @@ uint32_t sy_session_n_past(const sy_session *s)
     return s ? s->n_past : 0;
 }
 
-/* Runs one graph for tokens[0..n) (n <= n_batch) at the current position. */
+/* Runs one graph for tokens[0..n) (n <= the cache's max_step) at the
+ * current position.  |tokens| may point into s->hist at the current
+ * position (a re-evaluation after a shift): it is copied to itself. */
 static sy_status eval_chunk(sy_session *s, const int32_t *tokens, uint32_t n, bool all_logits,
                             float *out_logits)
 {
     const sy_hparams *hp = &s->m->hp;
+    if (s->n_past > (uint32_t)INT32_MAX - n)
+        return session_fail(s, SY_E_LIMIT, "position %u is past the largest the graph takes",
+                            s->n_past);
     for (uint32_t i = 0; i < n; i++) {
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= hp->n_vocab)
             return session_fail(s, SY_E_INVALID_ARG, "token %d at position %u is outside the "
@@ -200,14 +272,17 @@ static sy_status eval_chunk(sy_session *s, const int32_t *tokens, uint32_t n, bo
         s->tokens[i] = tokens[i];
         s->positions[i] = (int32_t)(s->n_past + i);
     }
+    sy_status st = sy__kv_cache_make_room(&s->kv, s->n_past, n, s->err, sizeof s->err);
+    if (st != SY_OK)
+        return st;
     sy_step_desc step = {
         .n_tokens = n, .n_past = s->n_past, .all_logits = all_logits,
         .tokens = s->tokens, .positions = s->positions,
         .logits = all_logits ? out_logits : s->logits,
-        .kv_k = s->kv_k, .kv_v = s->kv_v, .kv_type = s->kv_type, .n_ctx = s->n_ctx,
+        .kv_type = s->kv.type, .n_ctx = s->n_ctx, .kv_layers = s->kv.layers,
     };
     sy_graph *g = NULL;
-    sy_status st = sy__model_build_graph(s->m, &step, &g, s->err, sizeof s->err);
+    st = sy__model_build_graph(s->m, &step, &g, s->err, sizeof s->err);
     if (st != SY_OK)
         return st;
     sy_plan *plan = NULL;
@@ -225,11 +300,64 @@ static sy_status eval_chunk(sy_session *s, const int32_t *tokens, uint32_t n, bo
     sy_plan_release(plan);
     sy_graph_destroy(g);
     if (st == SY_OK) {
+        if (s->hist)
+            memmove(s->hist + s->n_past, s->tokens, n * sizeof *s->hist);
         s->n_past += n;
         if (!all_logits && out_logits)
             memcpy(out_logits, s->logits, (size_t)hp->n_vocab * sizeof *out_logits);
     }
     return st;
+}
+
+/* Evaluates tokens[0..n) in steps of at most the cache's max_step. */
+static sy_status eval_steps(sy_session *s, const int32_t *tokens, uint32_t n, bool all_logits,
+                            float *out_logits)
+{
+    size_t nv = s->m->hp.n_vocab;
+    for (uint32_t done = 0; done < n;) {
+        uint32_t c = n - done < s->kv.max_step ? n - done : s->kv.max_step;
+        bool last = done + c == n;
+        float *dst = all_logits && out_logits ? out_logits + done * nv : (last ? out_logits : NULL);
+        sy_status st = eval_chunk(s, tokens + done, c, all_logits && out_logits, dst);
+        if (st != SY_OK)
+            return st;
+        done += c;
+    }
+    return SY_OK;
+}
+
+/* SY_CONTEXT_SHIFT: makes room for |n| new tokens by dropping the older
+ * half (at least what |n| needs) of the tokens after the first n_keep and
+ * re-evaluating the rest at their new positions (see the top of the file). */
+static sy_status session_shift(sy_session *s, uint32_t n)
+{
+    const uint32_t keep = s->n_keep < s->n_past ? s->n_keep : s->n_past;
+    if ((uint64_t)keep + n > s->n_ctx)
+        return session_fail(s, SY_E_LIMIT,
+                            "context full: %u new tokens do not fit beside the %u kept ones in "
+                            "the context of %u, even after a shift (raise --ctx)",
+                            n, keep, s->n_ctx);
+    const uint32_t movable = s->n_past - keep;
+    uint32_t drop = movable / 2;
+    const uint32_t need = s->n_past + n - s->n_ctx;
+    if (drop < need)
+        drop = need;
+    const uint32_t tail = movable - drop;
+    memmove(s->hist + keep, s->hist + keep + drop, (size_t)tail * sizeof *s->hist);
+    uint32_t from = keep;
+    if (!sy__kv_cache_can_resume(&s->kv, keep)) {
+        /* A windowed layer has slid past the kept tokens: start over. */
+        from = 0;
+        sy__kv_cache_reset(&s->kv);
+    }
+    sy_runtime_log(s->m->rt, SY_LOG_DEBUG,
+                   "context shift: %u tokens dropped after the first %u, %u re-evaluated from "
+                   "position %u",
+                   drop, keep, keep + tail - from, from);
+    s->n_past = from;
+    if (keep + tail == from)
+        return SY_OK;
+    return eval_steps(s, s->hist + from, keep + tail - from, false, NULL);
 }
 
 sy_status sy_session_eval(sy_session *s, const int32_t *tokens, uint32_t n, bool all_logits,
@@ -239,22 +367,18 @@ sy_status sy_session_eval(sy_session *s, const int32_t *tokens, uint32_t n, bool
         return SY_E_INVALID_ARG;
     if (n == 0)
         return session_fail(s, SY_E_INVALID_ARG, "eval: no tokens");
-    if ((uint64_t)s->n_past + n > s->n_ctx)
-        return session_fail(s, SY_E_LIMIT,
-                            "context full: %u tokens in context plus %u new exceed the context "
-                            "size of %u (raise --ctx)",
-                            s->n_past, n, s->n_ctx);
-    size_t nv = s->m->hp.n_vocab;
-    for (uint32_t done = 0; done < n;) {
-        uint32_t c = n - done < s->n_batch ? n - done : s->n_batch;
-        bool last = done + c == n;
-        float *dst = all_logits && out_logits ? out_logits + done * nv : (last ? out_logits : NULL);
-        sy_status st = eval_chunk(s, tokens + done, c, all_logits && out_logits, dst);
+    if (s->ctx_policy != SY_CONTEXT_WINDOW && (uint64_t)s->n_past + n > s->n_ctx) {
+        if (s->ctx_policy == SY_CONTEXT_ERROR)
+            return session_fail(s, SY_E_LIMIT,
+                                "context full: %u tokens in context plus %u new exceed the "
+                                "context size of %u (raise --ctx, or choose the shift or window "
+                                "context policy)",
+                                s->n_past, n, s->n_ctx);
+        sy_status st = session_shift(s, n);
         if (st != SY_OK)
             return st;
-        done += c;
     }
-    return SY_OK;
+    return eval_steps(s, tokens, n, all_logits, out_logits);
 }
 
 static uint64_t peak_rss(void)
@@ -274,13 +398,19 @@ sy_status sy_session_generate(sy_session *s, const int32_t *prompt, uint32_t n_p
     sy_generate_params_init(&p);
     if (params)
         memcpy(&p, params, params->struct_size < sizeof p ? params->struct_size : sizeof p);
-    if ((uint64_t)s->n_past + n_prompt >= s->n_ctx) {
-        if (!p.truncate_prompt || s->n_past + 1 >= s->n_ctx)
+    /* Room the prompt may take, leaving one position to generate into. */
+    uint32_t room = UINT32_MAX;
+    if (s->ctx_policy == SY_CONTEXT_ERROR)
+        room = s->n_ctx - s->n_past;
+    else if (s->ctx_policy == SY_CONTEXT_SHIFT)
+        room = s->n_ctx - (s->n_keep < s->n_past ? s->n_keep : s->n_past);
+    if (n_prompt >= room) {
+        if (!p.truncate_prompt || room <= 1)
             return session_fail(s, SY_E_LIMIT,
                                 "prompt of %u tokens does not fit the context of %u (%u in use); "
                                 "raise --ctx or truncate the prompt",
                                 n_prompt, s->n_ctx, s->n_past);
-        uint32_t keep = s->n_ctx - s->n_past - 1;
+        uint32_t keep = room - 1;
         sy_runtime_log(s->m->rt, SY_LOG_WARN,
                        "prompt of %u tokens truncated to its last %u to fit the context of %u",
                        n_prompt, keep, s->n_ctx);
@@ -307,7 +437,7 @@ sy_status sy_session_generate(sy_session *s, const int32_t *prompt, uint32_t n_p
     sy_metrics *mt = &s->metrics;
     memset(mt, 0, sizeof *mt);
     mt->load_ms = s->m->load_ms;
-    mt->kv_bytes = s->kv_bytes;
+    mt->kv_bytes = s->kv.bytes;
     double t0 = now_ms();
     st = sy_session_eval(s, prompt, n_prompt, false, NULL);
     if (st != SY_OK)
@@ -315,7 +445,8 @@ sy_status sy_session_generate(sy_session *s, const int32_t *prompt, uint32_t n_p
     double t1 = now_ms();
     mt->prefill_ms = t1 - t0;
     mt->prefill_tokens = n_prompt;
-    uint32_t limit = p.n_predict ? p.n_predict : s->n_ctx;
+    uint32_t limit = p.n_predict ? p.n_predict
+                   : s->ctx_policy == SY_CONTEXT_ERROR ? s->n_ctx : UINT32_MAX;
     char text[256];
     for (uint32_t i = 0; i < limit; i++) {
         int32_t tok = 0;
@@ -334,8 +465,17 @@ sy_status sy_session_generate(sy_session *s, const int32_t *prompt, uint32_t n_p
             len = 0;
         if (on_token && !on_token(user, tok, text, len))
             break;
-        if (i + 1 == limit || s->n_past + 1 > s->n_ctx)
+        if (i + 1 == limit)
             break;
+        if (s->ctx_policy == SY_CONTEXT_ERROR && s->n_past + 1 > s->n_ctx) {
+            if (p.n_predict)
+                st = session_fail(s, SY_E_LIMIT,
+                                  "context full after %u generated tokens: the context of %u "
+                                  "tokens holds no more (raise --ctx, or choose the shift or "
+                                  "window context policy)",
+                                  i + 1, s->n_ctx);
+            break;
+        }
         double td = now_ms();
         st = sy_session_eval(s, &tok, 1, false, NULL);
         mt->decode_ms += now_ms() - td;

@@ -247,10 +247,21 @@ bool sy_model_is_end_token(const sy_model *m, int32_t token);
  * Ownership: static storage.  Thread-safety: safe. */
 const char *sy_model_chat_stop_text(const sy_model *m);
 
+/* What a session does when new tokens would not fit its context
+ * (docs/memory.md). */
+typedef enum sy_context_policy {
+    SY_CONTEXT_ERROR = 0,  /* refuse with SY_E_LIMIT, naming the sizes (the default) */
+    SY_CONTEXT_SHIFT = 1,  /* drop the older half of the tokens after the first n_keep and
+                            * re-evaluate the rest at their new positions, then go on */
+    SY_CONTEXT_WINDOW = 2  /* every layer attends to its last |window| tokens only; the
+                            * context never fills and the cache holds window - 1 + n_batch
+                            * positions per layer (at most n_ctx) */
+} sy_context_policy;
+
 typedef struct sy_session_options {
     uint32_t struct_size;  /* sizeof(sy_session_options) */
     uint32_t n_ctx;        /* context length in tokens; 0: min(4096, trained context) */
-    sy_dtype kv_type;      /* SY_DTYPE_F16 (default) or SY_DTYPE_F32 */
+    sy_dtype kv_type;      /* KV cache: SY_DTYPE_F16 (default), F32, Q8_0 or Q4_0 */
     const char *devices;   /* comma list of devices the scheduler may use ("cpu,opencl:0");
                             * NULL: every loaded device */
     const char *policy;    /* "latency" (NULL), "cpu-only" or "prefer:DEVICE" */
@@ -258,9 +269,20 @@ typedef struct sy_session_options {
     const char *const *pins; /* n_pins "GLOB=DEVICE" placement pins, as sy_plan_options;
                               * borrowed: must outlive the session */
     uint32_t n_pins;
+    sy_context_policy context_policy; /* SY_CONTEXT_ERROR (0) unless set */
+    uint32_t n_keep;       /* SHIFT: leading tokens never dropped (a system prompt) */
+    uint32_t window;       /* WINDOW: attention span in tokens, 1 .. n_ctx */
 } sy_session_options;
 
 void sy_session_options_init(sy_session_options *opts);
+
+/* Computes the bytes of the KV cache a session of |m| with |opts| (may be
+ * NULL) allocates, without allocating it: per layer K and V of kv_type,
+ * n_ctx positions, fewer for layers with an attention window.  Errors
+ * (an unsupported KV type, a window wider than the context) in
+ * sy_runtime_last_error().  Thread-safety: as sy_session_create(). */
+sy_status sy_model_query_kv_bytes(const sy_model *m, const sy_session_options *opts,
+                                  uint64_t *out_bytes);
 
 /* Creates a conversation on |m|: its own KV cache and position, sharing
  * the model's weights.  |opts| may be NULL.
@@ -277,13 +299,17 @@ uint32_t sy_session_n_past(const sy_session *s);
 /* Appends |n| tokens to the context and computes their logits: for every
  * one of them into |out_logits| (n * n_vocab floats) when |all_logits|,
  * else for the last one only (n_vocab floats).  |out_logits| may be NULL.
- * SY_E_LIMIT, naming both sizes, when the context would overflow. */
+ * When the context would overflow: SY_E_LIMIT naming both sizes
+ * (SY_CONTEXT_ERROR), a shift before the new tokens (SY_CONTEXT_SHIFT;
+ * SY_E_LIMIT when n_keep + n exceed the context), nothing (WINDOW). */
 sy_status sy_session_eval(sy_session *s, const int32_t *tokens, uint32_t n, bool all_logits,
                           float *out_logits);
 
 typedef struct sy_generate_params {
     uint32_t struct_size;  /* sizeof(sy_generate_params) */
-    uint32_t n_predict;    /* tokens to generate at most; 0: until an end token or the context is full */
+    uint32_t n_predict;    /* tokens to generate at most; 0: until an end token (or, with
+                            * SY_CONTEXT_ERROR, the context is full).  SY_CONTEXT_ERROR
+                            * fails with SY_E_LIMIT when the context fills first */
     float temperature;     /* 0: greedy */
     uint32_t top_k;        /* 0: off */
     float top_p;           /* 1: off */
@@ -346,7 +372,9 @@ typedef enum sy_plan_algorithm {
 typedef struct sy_plan_options {
     uint32_t struct_size;     /* sizeof(sy_plan_options) */
     const char *devices;      /* comma list of device names to use; NULL: every device */
-    const char *policy;       /* "latency" (NULL), "cpu-only" or "prefer:DEVICE" */
+    const char *policy;       /* "latency" (NULL), "energy" (least predicted joules from the
+                               * profiles' power figures, time breaking ties), "cpu-only"
+                               * or "prefer:DEVICE" */
     const char *const *pins;  /* n_pins "GLOB=DEVICE": nodes whose name or op name
                                * matches GLOB (fnmatch) run on DEVICE; first match wins */
     uint32_t n_pins;
@@ -419,6 +447,11 @@ typedef struct sy_plan_summary {
     double planning_s;        /* time the plan took to make (not to look up) */
     const char *algorithm;    /* "dp", "list", "exhaustive" and how it went */
     const char *policy;
+    double predicted_j;       /* one step's energy: every device's idle power over the step,
+                               * active power while running, copies (docs/profiles.md) */
+    double compute_j;
+    double transfer_j;
+    bool energy_measured;     /* every device's power came from its profile (else defaults) */
 } sy_plan_summary;
 
 /* Fills |out_summary|.  Strings are owned by |plan|. */
@@ -428,6 +461,7 @@ typedef struct sy_plan_node_info {
     uint32_t device;          /* runtime device index */
     const char *device_name;  /* owned by the plan */
     double predicted_s;       /* the node alone on its device; 0 for views */
+    double predicted_j;       /* its energy, the other devices' idle power included */
     bool is_view;             /* follows its input, computes nothing */
     bool unmeasured;          /* costed by the roofline default */
     char reason[192];         /* "cheapest: 1.20 ms vs 3.40 ms on npusim", "pinned by ..." */
@@ -453,6 +487,7 @@ typedef struct sy_plan_step_info {
     uint64_t bytes;           /* transfer: bytes predicted to move */
     bool zero_copy;           /* transfer: both devices map host memory */
     double predicted_s;
+    double predicted_j;
 } sy_plan_step_info;
 
 /* Returns the number of steps (segments and transfers) in run order. */
@@ -485,13 +520,47 @@ sy_status sy_plan_explain(const sy_plan *plan, sy_plan_format format, FILE *f);
 sy_status sy_plan_explain_to_buffer(const sy_plan *plan, sy_plan_format format, char *out,
                                     size_t cap, size_t *out_len);
 
-/* Runs the frozen graph |g| by |plan| (made for |g|'s signature): device
- * buffers per tensor and device, leaves copied (or mapped) in on their
- * devices, segments run in order, transfers through the plugins' copy
- * functions (or mapped where both devices share host memory), marked
- * outputs and leaves written through views copied back to host data.
+/* Runs the frozen graph |g| by |plan| (made for |g|'s signature) once:
+ * as sy_executor_run() on an executor made for this call and destroyed
+ * after it, so nothing is kept between calls.
  * Thread-safety: as sy_runtime_execute_on(). */
 sy_status sy_runtime_execute_plan(sy_runtime *rt, sy_graph *g, const sy_plan *plan);
+
+typedef struct sy_executor sy_executor;
+
+/* Creates an executor: it runs graphs by plans and keeps between runs one
+ * activation arena per device (laid out by the memory planner, grown when
+ * a run needs more), the weights it placed on each device (wrapped where
+ * the device shares host memory, else uploaded once) and the arena
+ * layouts of recent (plan, shapes).
+ * Ownership: caller owns *out_executor; free with sy_executor_destroy().
+ * Borrowed: |rt| must outlive it; the host data of weights (role WEIGHT)
+ * it has run must stay alive and unchanged until it is destroyed.
+ * Thread-safety: one thread at a time. */
+sy_status sy_executor_create(sy_runtime *rt, sy_executor **out_executor);
+/* Frees the arenas and kept weights.  NULL is a no-op. */
+void sy_executor_destroy(sy_executor *x);
+
+/* Runs |g| by |plan|: activations at their arena offsets, leaves on their
+ * home devices (kept weights, else wrapped or copied in), segments in
+ * order, transfers through the plugins' copy functions (or mapped where
+ * both devices share host memory), marked outputs and leaves written
+ * through views copied back to host data.  Errors in
+ * sy_runtime_last_error() of the executor's runtime. */
+sy_status sy_executor_run(sy_executor *x, sy_graph *g, const sy_plan *plan);
+
+typedef struct sy_executor_memory {
+    uint64_t arena_bytes;   /* the device's activation arena */
+    uint64_t weight_bytes;  /* weights uploaded and kept there (wrapped ones take none) */
+    uint64_t current_bytes; /* all buffers the executor holds there now */
+    uint64_t peak_bytes;    /* the most it held there at once */
+} sy_executor_memory;
+
+/* Device memory |x| allocated on runtime device |device|, as counted by
+ * the executor (buffers it asked the plugin for; the plugin's own
+ * internal allocations are not seen). */
+sy_status sy_executor_query_memory(const sy_executor *x, uint32_t device,
+                                   sy_executor_memory *out_memory);
 
 #ifdef __cplusplus
 }
