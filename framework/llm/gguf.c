@@ -1,7 +1,9 @@
 /* GGUF reader: maps a file read-only and validates it field by field before
  * handing out any pointer into it.  See gguf.h for the format and the API;
- * the writer lives in gguf_writer.c. */
+ * the queries on an open file live in gguf_query.c, the writer in
+ * gguf_writer.c. */
 #include "gguf.h"
+#include "gguf_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,47 +31,6 @@
 #define GGUF_MAX_KEY_LEN 65535u
 #define GGUF_MAX_COUNT 0x7fffffffu /* indices are kept in 32 bits */
 #define GGUF_QUOTE_MAX 80u         /* bytes of a name shown in a message */
-
-/* ----------------------------------------------------------------- handle */
-
-typedef struct gguf_kv {
-    const char *key;       /* arena copy, NUL-terminated */
-    uint64_t key_len;
-    uint64_t key_off;      /* arena offset, until the arena stops growing */
-    uint64_t str_off;      /* STRING values: arena offset of the copy */
-    uint64_t raw_pos;      /* file offset of the encoded value (after its type) */
-    uint64_t raw_len;      /* its length in bytes */
-    uint64_t *index;       /* arrays of strings/arrays: element offsets */
-    sy_gguf_value value;
-} gguf_kv;
-
-typedef struct gguf_tensor {
-    sy_gguf_tensor_info info;
-    uint64_t name_off; /* arena offset, until the arena stops growing */
-} gguf_tensor;
-
-/* Open-addressing table of entry indices + 1 (0 marks a free slot). */
-typedef struct gguf_hash {
-    uint32_t *slots;
-    uint64_t mask;
-} gguf_hash;
-
-struct sy_gguf {
-    char *path;
-    const uint8_t *base; /* the mapping, NULL when none */
-    uint64_t size;
-    uint32_t version;
-    uint32_t alignment;
-    uint64_t data_offset;
-    uint64_t n_kv;
-    uint64_t n_tensors;
-    gguf_kv *kvs;
-    gguf_tensor *tensors;
-    char *arena; /* keys, key strings and tensor names, NUL-terminated */
-    gguf_hash kv_hash;
-    gguf_hash tensor_hash;
-    char last_error[SY_GGUF_ERROR_MAX];
-};
 
 /* Parse state.  |section|, |item|, |name| and |elem| say where the parser
  * is, so that a message can name the field without formatting anything on
@@ -115,7 +76,7 @@ static void quote_bytes(char *dst, size_t cap, const uint8_t *s, uint64_t len)
     dst[o] = '\0';
 }
 
-static void vset_error(char *err, const char *path, const char *fmt, va_list ap)
+void sy__gguf_vset_error(char *err, const char *path, const char *fmt, va_list ap)
 {
     int n = snprintf(err, SY_GGUF_ERROR_MAX, "%s: ", path);
     if (n < 0 || (size_t)n >= SY_GGUF_ERROR_MAX)
@@ -128,7 +89,7 @@ __attribute__((format(printf, 3, 4))) static sy_status failf(gguf_parser *p, sy_
 {
     va_list ap;
     va_start(ap, fmt);
-    vset_error(p->err, p->g->path, fmt, ap);
+    sy__gguf_vset_error(p->err, p->g->path, fmt, ap);
     va_end(ap);
     return st;
 }
@@ -887,272 +848,12 @@ out_close:
     return st;
 }
 
-/* ------------------------------------------------------------ file facts */
-
-const char *sy_gguf_last_error(const sy_gguf *g)
+bool sy__gguf_find_kv(const sy_gguf *g, const char *name, uint64_t *out_index)
 {
-    return g ? g->last_error : "";
+    return hash_find(g, &g->kv_hash, kv_name, name, out_index);
 }
 
-void sy_gguf_prefetch(const sy_gguf *g)
+bool sy__gguf_find_tensor_index(const sy_gguf *g, const char *name, uint64_t *out_index)
 {
-    if (!g || !g->base || g->data_offset >= g->size)
-        return;
-    long page = sysconf(_SC_PAGESIZE);
-    uint64_t start = page > 0 ? g->data_offset / (uint64_t)page * (uint64_t)page : 0;
-    madvise((void *)(g->base + start), (size_t)(g->size - start), MADV_WILLNEED);
-}
-
-const char *sy_gguf_path(const sy_gguf *g)
-{
-    return g ? g->path : "";
-}
-
-uint32_t sy_gguf_version(const sy_gguf *g)
-{
-    return g ? g->version : 0;
-}
-
-uint64_t sy_gguf_file_size(const sy_gguf *g)
-{
-    return g ? g->size : 0;
-}
-
-uint32_t sy_gguf_alignment(const sy_gguf *g)
-{
-    return g ? g->alignment : 0;
-}
-
-uint64_t sy_gguf_data_offset(const sy_gguf *g)
-{
-    return g ? g->data_offset : 0;
-}
-
-/* -------------------------------------------------------------- metadata */
-
-uint64_t sy_gguf_kv_count(const sy_gguf *g)
-{
-    return g ? g->n_kv : 0;
-}
-
-const char *sy_gguf_kv_key(const sy_gguf *g, uint64_t i)
-{
-    return g && i < g->n_kv ? g->kvs[i].key : NULL;
-}
-
-sy_status sy_gguf_kv_value(const sy_gguf *g, uint64_t i, sy_gguf_value *out_value)
-{
-    if (!g || !out_value || i >= g->n_kv)
-        return SY_E_INVALID_ARG;
-    *out_value = g->kvs[i].value;
-    return SY_OK;
-}
-
-sy_status sy_gguf_kv_raw(const sy_gguf *g, uint64_t i, uint32_t *out_type,
-                         const void **out_payload, uint64_t *out_len)
-{
-    if (!g || !out_type || !out_payload || !out_len || i >= g->n_kv)
-        return SY_E_INVALID_ARG;
-    *out_type = g->kvs[i].value.type;
-    *out_payload = g->base + g->kvs[i].raw_pos;
-    *out_len = g->kvs[i].raw_len;
-    return SY_OK;
-}
-
-sy_status sy_gguf_find_key(const sy_gguf *g, const char *key, uint64_t *out_index)
-{
-    if (!g || !key || !out_index)
-        return SY_E_INVALID_ARG;
-    return hash_find(g, &g->kv_hash, kv_name, key, out_index) ? SY_OK : SY_E_NOT_FOUND;
-}
-
-bool sy_gguf_has_key(const sy_gguf *g, const char *key)
-{
-    uint64_t i;
-    return sy_gguf_find_key(g, key, &i) == SY_OK;
-}
-
-__attribute__((format(printf, 3, 4))) static sy_status get_failf(sy_gguf *g, sy_status st,
-                                                                 const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vset_error(g->last_error, g->path, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-sy_status sy_gguf_get_value(sy_gguf *g, const char *key, sy_gguf_value *out_value)
-{
-    uint64_t i;
-    if (!g || !key || !out_value)
-        return SY_E_INVALID_ARG;
-    g->last_error[0] = '\0';
-    if (sy_gguf_find_key(g, key, &i) != SY_OK)
-        return get_failf(g, SY_E_NOT_FOUND, "key '%s' not found", key);
-    *out_value = g->kvs[i].value;
-    return SY_OK;
-}
-
-/* Explains a failed conversion of |key|'s value |v| to |want|. */
-static sy_status explain(sy_gguf *g, const char *key, const char *want, sy_status st,
-                         const sy_gguf_value *v)
-{
-    bool want_int = want[0] == 'u' || want[0] == 'i'; /* "uint32", "int64", ... */
-    int64_t s;
-    uint64_t u;
-    if (st == SY_OK)
-        return SY_OK;
-    if (want_int && sy_gguf_value_as_i64(v, &s) == SY_OK)
-        return get_failf(g, st, "key '%s' value %" PRId64 " does not fit %s", key, s, want);
-    if (want_int && sy_gguf_value_as_u64(v, &u) == SY_OK)
-        return get_failf(g, st, "key '%s' value %" PRIu64 " does not fit %s", key, u, want);
-    return get_failf(g, st, "key '%s' has type %s, expected %s", key, sy_gguf_type_name(v->type),
-                     want);
-}
-
-sy_status sy_gguf_get_u32(sy_gguf *g, const char *key, uint32_t *out_value)
-{
-    sy_gguf_value v;
-    uint32_t x = 0;
-    sy_status st = out_value ? sy_gguf_get_value(g, key, &v) : SY_E_INVALID_ARG;
-    if (st == SY_OK)
-        st = explain(g, key, "uint32", sy_gguf_value_as_u32(&v, &x), &v);
-    if (st == SY_OK)
-        *out_value = x;
-    return st;
-}
-
-sy_status sy_gguf_get_i32(sy_gguf *g, const char *key, int32_t *out_value)
-{
-    sy_gguf_value v;
-    int32_t x = 0;
-    sy_status st = out_value ? sy_gguf_get_value(g, key, &v) : SY_E_INVALID_ARG;
-    if (st == SY_OK)
-        st = explain(g, key, "int32", sy_gguf_value_as_i32(&v, &x), &v);
-    if (st == SY_OK)
-        *out_value = x;
-    return st;
-}
-
-sy_status sy_gguf_get_u64(sy_gguf *g, const char *key, uint64_t *out_value)
-{
-    sy_gguf_value v;
-    uint64_t x = 0;
-    sy_status st = out_value ? sy_gguf_get_value(g, key, &v) : SY_E_INVALID_ARG;
-    if (st == SY_OK)
-        st = explain(g, key, "uint64", sy_gguf_value_as_u64(&v, &x), &v);
-    if (st == SY_OK)
-        *out_value = x;
-    return st;
-}
-
-sy_status sy_gguf_get_i64(sy_gguf *g, const char *key, int64_t *out_value)
-{
-    sy_gguf_value v;
-    int64_t x = 0;
-    sy_status st = out_value ? sy_gguf_get_value(g, key, &v) : SY_E_INVALID_ARG;
-    if (st == SY_OK)
-        st = explain(g, key, "int64", sy_gguf_value_as_i64(&v, &x), &v);
-    if (st == SY_OK)
-        *out_value = x;
-    return st;
-}
-
-sy_status sy_gguf_get_f32(sy_gguf *g, const char *key, float *out_value)
-{
-    sy_gguf_value v;
-    float x = 0;
-    sy_status st = out_value ? sy_gguf_get_value(g, key, &v) : SY_E_INVALID_ARG;
-    if (st == SY_OK)
-        st = explain(g, key, "a number", sy_gguf_value_as_f32(&v, &x), &v);
-    if (st == SY_OK)
-        *out_value = x;
-    return st;
-}
-
-sy_status sy_gguf_get_f64(sy_gguf *g, const char *key, double *out_value)
-{
-    sy_gguf_value v;
-    double x = 0;
-    sy_status st = out_value ? sy_gguf_get_value(g, key, &v) : SY_E_INVALID_ARG;
-    if (st == SY_OK)
-        st = explain(g, key, "a number", sy_gguf_value_as_f64(&v, &x), &v);
-    if (st == SY_OK)
-        *out_value = x;
-    return st;
-}
-
-sy_status sy_gguf_get_bool(sy_gguf *g, const char *key, bool *out_value)
-{
-    sy_gguf_value v;
-    bool x = false;
-    sy_status st = out_value ? sy_gguf_get_value(g, key, &v) : SY_E_INVALID_ARG;
-    if (st == SY_OK)
-        st = explain(g, key, "bool", sy_gguf_value_as_bool(&v, &x), &v);
-    if (st == SY_OK)
-        *out_value = x;
-    return st;
-}
-
-sy_status sy_gguf_get_str(sy_gguf *g, const char *key, const char **out_str, uint64_t *out_len)
-{
-    sy_gguf_value v;
-    if (!out_str)
-        return SY_E_INVALID_ARG;
-    sy_status st = sy_gguf_get_value(g, key, &v);
-    if (st != SY_OK)
-        return st;
-    if (v.type != SY_GGUF_TYPE_STRING)
-        return get_failf(g, SY_E_FORMAT, "key '%s' has type %s, expected string", key,
-                         sy_gguf_type_name(v.type));
-    *out_str = (const char *)v.data;
-    if (out_len)
-        *out_len = v.count;
-    return SY_OK;
-}
-
-sy_status sy_gguf_get_arr(sy_gguf *g, const char *key, uint32_t elem_type,
-                          sy_gguf_value *out_arr)
-{
-    sy_gguf_value v;
-    if (!out_arr)
-        return SY_E_INVALID_ARG;
-    sy_status st = sy_gguf_get_value(g, key, &v);
-    if (st != SY_OK)
-        return st;
-    if (v.type != SY_GGUF_TYPE_ARRAY)
-        return get_failf(g, SY_E_FORMAT, "key '%s' has type %s, expected array", key,
-                         sy_gguf_type_name(v.type));
-    if (elem_type < SY_GGUF_TYPE_COUNT && v.elem_type != elem_type)
-        return get_failf(g, SY_E_FORMAT, "key '%s' is an array of %s, expected %s", key,
-                         sy_gguf_type_name(v.elem_type), sy_gguf_type_name(elem_type));
-    *out_arr = v;
-    return SY_OK;
-}
-
-/* --------------------------------------------------------------- tensors */
-
-uint64_t sy_gguf_tensor_count(const sy_gguf *g)
-{
-    return g ? g->n_tensors : 0;
-}
-
-const sy_gguf_tensor_info *sy_gguf_tensor(const sy_gguf *g, uint64_t i)
-{
-    return g && i < g->n_tensors ? &g->tensors[i].info : NULL;
-}
-
-sy_status sy_gguf_find_tensor(const sy_gguf *g, const char *name,
-                              const sy_gguf_tensor_info **out_info)
-{
-    uint64_t i;
-    if (out_info)
-        *out_info = NULL;
-    if (!g || !name || !out_info)
-        return SY_E_INVALID_ARG;
-    if (!hash_find(g, &g->tensor_hash, tensor_name, name, &i))
-        return SY_E_NOT_FOUND;
-    *out_info = &g->tensors[i].info;
-    return SY_OK;
+    return hash_find(g, &g->tensor_hash, tensor_name, name, out_index);
 }
