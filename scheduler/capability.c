@@ -137,6 +137,7 @@ sy_status sy__capability_run(sy__plan_ctx *c)
             c->allowed[i] = (mask >> s & 1u) ? (uint8_t)(1u << s) : mask;
             break;
         case SY__POLICY_LATENCY:
+        case SY__POLICY_ENERGY:
             c->allowed[i] = mask;
             break;
         }

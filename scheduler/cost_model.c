@@ -33,19 +33,27 @@ void sy__device_model_init(sy__device_model *m, uint32_t rt_index, const sy_devi
     m->profile = profile;
     double flops = SY__DEFAULT_CPU_FLOPS, bw = SY__DEFAULT_CPU_BANDWIDTH;
     double launch = SY__DEFAULT_CPU_LAUNCH_S;
+    double active_w = SY__DEFAULT_CPU_ACTIVE_W, idle_w = SY__DEFAULT_CPU_IDLE_W;
     if (desc->kind == SY_DEVICE_GPU) {
         flops = SY__DEFAULT_GPU_FLOPS;
         bw = SY__DEFAULT_GPU_BANDWIDTH;
         launch = SY__DEFAULT_GPU_LAUNCH_S;
+        active_w = SY__DEFAULT_GPU_ACTIVE_W;
+        idle_w = SY__DEFAULT_GPU_IDLE_W;
     } else if (desc->kind == SY_DEVICE_NPU) {
         flops = SY__DEFAULT_NPU_FLOPS;
         bw = SY__DEFAULT_NPU_BANDWIDTH;
         launch = SY__DEFAULT_NPU_LAUNCH_S;
+        active_w = SY__DEFAULT_NPU_ACTIVE_W;
+        idle_w = SY__DEFAULT_NPU_IDLE_W;
     }
     m->peak_flops = pick(profile ? profile->peak_flops : NAN, desc->peak_flops, flops);
     m->peak_bandwidth = pick(profile ? profile->peak_bandwidth : NAN, desc->peak_bandwidth, bw);
     m->launch_s =
         profile && !isnan(profile->launch_overhead_s) ? profile->launch_overhead_s : launch;
+    m->active_w = profile && !isnan(profile->active_w) ? profile->active_w : active_w;
+    m->idle_w = profile && !isnan(profile->idle_w) ? profile->idle_w : idle_w;
+    m->power_measured = profile && !isnan(profile->active_w) && !isnan(profile->idle_w);
     if (!profile)
         return;
     /* Most specific entry wins; among equals the later one (a profile
@@ -58,11 +66,15 @@ void sy__device_model_init(sy__device_model *m, uint32_t rt_index, const sy_devi
             for (uint32_t t = 0; t < SY_DTYPE_COUNT; t++) {
                 if (e->dtype >= 0 && (uint32_t)e->dtype != t)
                     continue;
-                const sy__op_entry *old = m->entry[op][t];
                 int rank_new = (e->op == op ? 2 : 0) + (e->dtype >= 0 ? 1 : 0);
+                const sy__op_entry *old = m->entry[op][t];
                 int rank_old = old ? (old->op == op ? 2 : 0) + (old->dtype >= 0 ? 1 : 0) : -1;
-                if (rank_new >= rank_old)
+                if (e->has_time && rank_new >= rank_old)
                     m->entry[op][t] = e;
+                old = m->power[op][t];
+                rank_old = old ? (old->op == op ? 2 : 0) + (old->dtype >= 0 ? 1 : 0) : -1;
+                if (!isnan(e->active_w) && rank_new >= rank_old)
+                    m->power[op][t] = e;
             }
         }
     }
@@ -115,6 +127,16 @@ double sy__cost_node(const sy__device_model *m, const sy_node *node, bool *out_u
     return (tf > tb ? tf : tb) + m->launch_s;
 }
 
+double sy__power_node(const sy__device_model *m, const sy_node *node)
+{
+    if (sy_op_is_view(node->op))
+        return m->idle_w;
+    uint32_t dt = node->n_inputs > 0 && node->inputs[0] ? node->inputs[0]->dtype : SY_DTYPE_F32;
+    const sy__op_entry *e =
+        node->op < SY_OP_COUNT && dt < SY_DTYPE_COUNT ? m->power[node->op][dt] : NULL;
+    return e ? e->active_w : m->active_w;
+}
+
 static const sy__link_entry *find_link(const sy__device_model *from, const char *to)
 {
     if (!from->profile)
@@ -134,6 +156,7 @@ void sy__cost_link(const sy__device_model *src, const sy__device_model *dst,
     l->latency_s = SY__DEFAULT_LINK_LATENCY_S;
     l->sync_s = SY__DEFAULT_SYNC_S;
     l->map_s = SY__DEFAULT_MAP_S;
+    l->j_per_byte = SY__DEFAULT_LINK_J_PER_BYTE;
     l->measured = false;
     /* The source's own measurement first, else the destination's entry
      * for the reverse direction (links are usually symmetric). */
@@ -151,6 +174,8 @@ void sy__cost_link(const sy__device_model *src, const sy__device_model *dst,
         l->sync_s = e->sync_s;
     if (!isnan(e->map_s))
         l->map_s = e->map_s;
+    if (!isnan(e->j_per_byte))
+        l->j_per_byte = e->j_per_byte;
     if (e->zero_copy >= 0)
         l->zero_copy = e->zero_copy == 1;
 }
@@ -160,4 +185,9 @@ double sy__cost_transfer(const sy__link_model *link, uint64_t bytes)
     if (link->zero_copy)
         return link->sync_s + link->map_s;
     return link->sync_s + link->latency_s + (double)bytes / link->bandwidth;
+}
+
+double sy__cost_transfer_j(const sy__link_model *link, uint64_t bytes)
+{
+    return link->zero_copy ? 0.0 : (double)bytes * link->j_per_byte;
 }

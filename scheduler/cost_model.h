@@ -2,7 +2,12 @@
  * the predicted time of a node on a device and of a transfer between two
  * devices.  Without a profile a node costs the roofline default
  * max(FLOPs / peak FLOP/s, bytes / peak bandwidth) + launch overhead from
- * the device's description, and is flagged unmeasured. */
+ * the device's description, and is flagged unmeasured.
+ *
+ * Energy (docs/profiles.md, "Power and energy"): every device of a plan
+ * draws its idle power for the whole step, and the device running a node
+ * draws its active power (per op family where the profile says) instead;
+ * a copy adds its bytes times the link's joules per byte. */
 #ifndef SY_SCHEDULER_COST_MODEL_H
 #define SY_SCHEDULER_COST_MODEL_H
 
@@ -30,6 +35,16 @@
 #define SY__DEFAULT_LINK_LATENCY_S 10e-6
 #define SY__DEFAULT_SYNC_S 5e-6
 #define SY__DEFAULT_MAP_S 1e-6
+/* Power of devices whose profile gives none (watts): guesses on the high
+ * side for a phone-to-laptop class part, flagged unmeasured in plans. */
+#define SY__DEFAULT_CPU_ACTIVE_W 15.0
+#define SY__DEFAULT_CPU_IDLE_W 2.0
+#define SY__DEFAULT_GPU_ACTIVE_W 30.0
+#define SY__DEFAULT_GPU_IDLE_W 3.0
+#define SY__DEFAULT_NPU_ACTIVE_W 5.0
+#define SY__DEFAULT_NPU_IDLE_W 0.5
+/* Energy of a copy per byte moved (a DRAM read and write), J/B. */
+#define SY__DEFAULT_LINK_J_PER_BYTE 1e-10
 
 /* One measured shape class: what the node counted and how long it took. */
 typedef struct sy__cost_point {
@@ -43,6 +58,8 @@ typedef struct sy__op_entry {
     int32_t dtype; /* sy_dtype, or -1 for any */
     bool has_fit;
     double overhead_s, s_per_flop, s_per_byte;
+    bool has_time; /* a fit or points: false for a power-only entry */
+    double active_w; /* watts while this op runs; NAN: the device's figure */
     uint32_t n_points;
     sy__cost_point *points; /* ascending work */
 } sy__op_entry;
@@ -51,7 +68,8 @@ typedef struct sy__link_entry {
     char to[SY_NAME_MAX];
     /* NAN where the profile leaves the figure out. */
     double bandwidth, latency_s, sync_s, map_s;
-    int zero_copy; /* -1 unset, 0 or 1 */
+    double j_per_byte; /* energy of a copy per byte */
+    int zero_copy;     /* -1 unset, 0 or 1 */
 } sy__link_entry;
 
 typedef struct sy__profile {
@@ -86,9 +104,13 @@ typedef struct sy__device_model {
     sy_device_desc desc;
     const sy__profile *profile;                  /* borrowed, may be NULL */
     double peak_flops, peak_bandwidth, launch_s; /* effective roofline figures */
+    double idle_w, active_w;                     /* effective power figures */
+    bool power_measured;                         /* both came from the profile */
     /* Best profile entry per op and dtype (exact dtype, then any dtype,
      * then op "*"), NULL where only the roofline applies. */
     const sy__op_entry *entry[SY_OP_COUNT][SY_DTYPE_COUNT];
+    /* Best entry with an active_w of its own, same order; NULL: active_w. */
+    const sy__op_entry *power[SY_OP_COUNT][SY_DTYPE_COUNT];
 } sy__device_model;
 
 /* Fills |m| for device |rt_index| described by |desc| with |profile| (may
@@ -100,9 +122,13 @@ void sy__device_model_init(sy__device_model *m, uint32_t rt_index, const sy_devi
  * roofline default gave it.  View nodes cost nothing. */
 double sy__cost_node(const sy__device_model *m, const sy_node *node, bool *out_unmeasured);
 
+/* Watts |m| draws while it runs |node| (views: its idle power). */
+double sy__power_node(const sy__device_model *m, const sy_node *node);
+
 typedef struct sy__link_model {
     double bandwidth, latency_s, sync_s, map_s;
-    bool zero_copy; /* both sides map the same host memory */
+    double j_per_byte; /* energy per byte copied (0 when zero-copy) */
+    bool zero_copy;    /* both sides map the same host memory */
     bool measured;  /* a profile gave the figures */
 } sy__link_model;
 
@@ -113,5 +139,9 @@ void sy__cost_link(const sy__device_model *src, const sy__device_model *dst,
 /* Seconds to make |bytes| written on the link's source readable on its
  * destination, synchronisation included (charged even for 0 bytes). */
 double sy__cost_transfer(const sy__link_model *link, uint64_t bytes);
+
+/* Joules the copy itself takes beyond the devices' idle power over its
+ * time: bytes times the link's energy per byte (0 when zero-copy). */
+double sy__cost_transfer_j(const sy__link_model *link, uint64_t bytes);
 
 #endif

@@ -118,6 +118,8 @@ static sy_status prof_read_op(prof_reader *r, const cJSON *o, uint32_t i, sy__op
         st = prof_number(r, o, "s_per_flop", where, &spf);
     if (st == SY_OK)
         st = prof_number(r, o, "s_per_byte", where, &spb);
+    if (st == SY_OK)
+        st = prof_number(r, o, "active_w", where, &e->active_w);
     if (st != SY_OK)
         return st;
     e->has_fit = !isnan(ov) || !isnan(spf) || !isnan(spb);
@@ -128,9 +130,12 @@ static sy_status prof_read_op(prof_reader *r, const cJSON *o, uint32_t i, sy__op
     if (pts && !cJSON_IsArray(pts))
         return prof_fail(r, "%spoints: expected an array", where);
     int n = pts ? cJSON_GetArraySize(pts) : 0;
-    if (!e->has_fit && n == 0)
-        return prof_fail(r, "ops[%u] (%s): needs fitted coefficients or measured points", i,
-                         op->valuestring);
+    e->has_time = e->has_fit || n > 0;
+    if (!e->has_time && isnan(e->active_w))
+        return prof_fail(r,
+                         "ops[%u] (%s): needs fitted coefficients or measured points (or, for "
+                         "power alone, active_w)",
+                         i, op->valuestring);
     if (n > 0) {
         e->points = calloc((size_t)n, sizeof *e->points);
         if (!e->points)
@@ -181,6 +186,8 @@ static sy_status prof_read_link(prof_reader *r, const cJSON *o, uint32_t i, sy__
         st = prof_number(r, o, "sync_s", where, &l->sync_s);
     if (st == SY_OK)
         st = prof_number(r, o, "map_s", where, &l->map_s);
+    if (st == SY_OK)
+        st = prof_number(r, o, "j_per_byte", where, &l->j_per_byte);
     if (st != SY_OK)
         return st;
     if (l->bandwidth == 0.0)

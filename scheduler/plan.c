@@ -38,18 +38,19 @@ static uint32_t value_device(const sy__plan_ctx *c, uint32_t v)
 }
 
 /* Node k and the transfers adjacent to it, were it on device |e| with
- * every neighbour where it is: what the reasons compare. */
+ * every neighbour where it is: what the reasons compare (seconds, or
+ * joules under the energy policy). */
 static double local_cost(const sy__plan_ctx *c, uint32_t k, uint32_t e)
 {
     const sy_node *n = sy_graph_node(c->g, c->dec[k]);
-    double t = c->node_s[(size_t)k * c->D + e];
+    double t = sy__ctx_node_obj(c, k, e);
     for (uint32_t j = 0; j < n->n_inputs; j++) {
         uint32_t v = c->value_of[n->inputs[j]->id];
         if ((v & SY__LEAF_BIT) && c->leaf_writer[v & ~SY__LEAF_BIT] == k)
             continue;
         uint32_t src = value_device(c, v);
         if (src != e)
-            t += sy__cost_transfer(&c->link[src][e], sy__value_bytes(c, v));
+            t += sy__ctx_move_obj(c, src, e, sy__value_bytes(c, v));
     }
     uint8_t dests = 0;
     for (uint32_t q = c->cons_start[k]; q < c->cons_start[k + 1]; q++)
@@ -57,7 +58,7 @@ static double local_cost(const sy__plan_ctx *c, uint32_t k, uint32_t e)
     uint64_t bytes = sy__value_bytes(c, k);
     for (uint32_t d = 0; d < c->D; d++)
         if (d != e && (dests >> d & 1u))
-            t += sy__cost_transfer(&c->link[e][d], bytes);
+            t += sy__ctx_move_obj(c, e, d, bytes);
     return t;
 }
 
@@ -147,6 +148,7 @@ static sy_status plan_nodes(sy_plan *p, const sy__plan_ctx *c)
         }
         pn->dev = c->assign[k];
         pn->predicted_s = c->node_s[(size_t)k * c->D + pn->dev];
+        pn->predicted_j = c->node_j[(size_t)k * c->D + pn->dev];
         if (c->unmeasured[k] >> pn->dev & 1u) {
             pn->flags |= SY__PN_UNMEASURED;
             p->n_unmeasured++;
@@ -154,6 +156,7 @@ static sy_status plan_nodes(sy_plan *p, const sy__plan_ctx *c)
         if (c->evicted[i])
             pn->flags |= SY__PN_EVICTED;
         p->compute_s += pn->predicted_s;
+        p->compute_j += pn->predicted_j;
         decide_reason(p, c, i, k);
     }
     return SY_OK;
@@ -199,6 +202,7 @@ static sy_status plan_transfers(sy_plan *p, const sy__plan_ctx *c, uint32_t lo, 
             s.zero_copy = c->link[src][dev].zero_copy;
             s.bytes = sy__value_bytes(c, v);
             s.predicted_s = sy__cost_transfer(&c->link[src][dev], s.bytes);
+            s.predicted_j = sy__ctx_move_j(c, src, dev, s.bytes);
             const sy_tensor *t;
             if (leaf) {
                 t = sy_graph_tensor(c->g, root);
@@ -212,6 +216,7 @@ static sy_status plan_transfers(sy_plan *p, const sy__plan_ctx *c, uint32_t lo, 
             s.tensor = t->id;
             memcpy(s.tensor_name, t->name, sizeof s.tensor_name);
             p->transfer_s += s.predicted_s;
+            p->transfer_j += s.predicted_j;
             p->transfer_bytes += s.bytes;
             p->n_transfers++;
             sy_status st = push_step(p, cap, &s);
@@ -246,8 +251,10 @@ static sy_status plan_steps(sy_plan *p, const sy__plan_ctx *c)
         s.first = lo;
         s.count = hi - lo;
         s.value_node = SY__NONE;
-        for (uint32_t o = lo; o < hi; o++)
+        for (uint32_t o = lo; o < hi; o++) {
             s.predicted_s += p->nodes[p->order[o]].predicted_s;
+            s.predicted_j += p->nodes[p->order[o]].predicted_j;
+        }
         p->n_segments++;
         st = push_step(p, &cap, &s);
         lo = hi;
@@ -292,6 +299,10 @@ sy_status sy__plan_build(sy__plan_ctx *c, sy_plan **out_plan)
     memcpy(p->leaf_home, c->leaf_home, c->n_tensors);
     sy__ctx_memory(c, p->mem);
     p->predicted_s = p->compute_s + p->transfer_s;
+    p->predicted_j = p->compute_j + p->transfer_j;
+    p->energy_measured = true;
+    for (uint32_t d = 0; d < c->D; d++)
+        p->energy_measured = p->energy_measured && c->dm[d].power_measured;
     snprintf(p->algorithm, sizeof p->algorithm, "%s", c->algorithm);
     snprintf(p->policy, sizeof p->policy, "%s", c->req->policy_text);
     p->planning_s = sy__now() - c->t_start;
@@ -340,6 +351,10 @@ sy_status sy_plan_query_summary(const sy_plan *plan, sy_plan_summary *out_summar
     s->planning_s = plan->planning_s;
     s->algorithm = plan->algorithm;
     s->policy = plan->policy;
+    s->predicted_j = plan->predicted_j;
+    s->compute_j = plan->compute_j;
+    s->transfer_j = plan->transfer_j;
+    s->energy_measured = plan->energy_measured;
     return SY_OK;
 }
 
@@ -356,6 +371,7 @@ sy_status sy_plan_query_node(const sy_plan *plan, uint32_t node, sy_plan_node_in
     out_info->device = plan->dev_index[pn->dev];
     out_info->device_name = plan->dev_name[pn->dev];
     out_info->predicted_s = pn->predicted_s;
+    out_info->predicted_j = pn->predicted_j;
     out_info->is_view = (pn->flags & SY__PN_VIEW) != 0;
     out_info->unmeasured = (pn->flags & SY__PN_UNMEASURED) != 0;
     sy__plan_format_reason(plan, node, out_info->reason, sizeof out_info->reason);
@@ -380,6 +396,7 @@ sy_status sy_plan_query_step(const sy_plan *plan, uint32_t i, sy_plan_step_info 
     out_info->kind = (sy_plan_step_kind)s->kind;
     out_info->device = plan->dev_index[s->dev];
     out_info->predicted_s = s->predicted_s;
+    out_info->predicted_j = s->predicted_j;
     if (s->kind == SY_PLAN_STEP_SEGMENT) {
         out_info->n_nodes = s->count;
         out_info->nodes = &plan->order[s->first];

@@ -47,6 +47,28 @@ static const char *fmt_time(double s, char *buf, size_t size)
     return buf;
 }
 
+static const char *fmt_energy(double j, char *buf, size_t size)
+{
+    if (!isfinite(j))
+        snprintf(buf, size, "inf");
+    else if (j < 1e-6)
+        snprintf(buf, size, "%.0f nJ", j * 1e9);
+    else if (j < 1e-3)
+        snprintf(buf, size, "%.1f uJ", j * 1e6);
+    else if (j < 1.0)
+        snprintf(buf, size, "%.2f mJ", j * 1e3);
+    else
+        snprintf(buf, size, "%.3f J", j);
+    return buf;
+}
+
+/* Energy is shown where it is known (every device's power measured) or
+ * asked for (the energy policy, default figures flagged). */
+static bool show_energy(const sy_plan *p)
+{
+    return p->energy_measured || strcmp(p->policy, "energy") == 0;
+}
+
 static const char *fmt_bytes(uint64_t b, char *buf, size_t size)
 {
     static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -102,8 +124,14 @@ void sy__plan_format_reason(const sy_plan *p, uint32_t i, char *out, size_t size
         snprintf(out, size, "only device considered");
         break;
     case SY__REASON_CHEAPEST:
-        snprintf(out, size, "cheapest: %s vs %s on %s%s%s%s", fmt_time(pn->local_s, a, sizeof a),
-                 fmt_time(pn->alt_s, b, sizeof b),
+        if (strcmp(p->policy, "energy") == 0) {
+            fmt_energy(pn->local_s, a, sizeof a);
+            fmt_energy(pn->alt_s, b, sizeof b);
+        } else {
+            fmt_time(pn->local_s, a, sizeof a);
+            fmt_time(pn->alt_s, b, sizeof b);
+        }
+        snprintf(out, size, "cheapest: %s vs %s on %s%s%s%s", a, b,
                  pn->alt_dev != SY__NO_DEVICE ? p->dev_name[pn->alt_dev] : "?",
                  refusal[0] ? "; " : "", refusal,
                  pn->flags & SY__PN_EVICTED ? "; kept off a device over its memory budget" : "");
@@ -127,39 +155,53 @@ static void explain_table(const sy_plan *p, FILE *f)
             fmt_time(p->predicted_s, a, sizeof a), fmt_time(p->compute_s, b, sizeof b),
             p->n_transfers, p->n_transfers == 1 ? "" : "s", fmt_time(p->transfer_s, c, sizeof c),
             fmt_bytes(p->transfer_bytes, tb, sizeof tb));
+    bool energy = show_energy(p);
+    if (energy)
+        fprintf(f, "predicted energy: %s = compute %s + transfers %s (%s)\n",
+                fmt_energy(p->predicted_j, a, sizeof a), fmt_energy(p->compute_j, b, sizeof b),
+                fmt_energy(p->transfer_j, c, sizeof c),
+                p->energy_measured ? "power from the profiles"
+                                   : "default power figures for devices without them");
     if (p->n_unmeasured)
         fprintf(f, "unmeasured: %u node%s costed by the roofline default (no profile entry)\n",
                 p->n_unmeasured, p->n_unmeasured == 1 ? "" : "s");
-    fprintf(f, "\nnodes:\n  %-5s %-32s %-11s %-12s %-10s %s\n", "#", "node", "op", "device", "time",
-            "reason");
+    fprintf(f, "\nnodes:\n  %-5s %-32s %-11s %-12s %-10s %s%s\n", "#", "node", "op", "device", "time",
+            energy ? "energy     " : "", "reason");
     for (uint32_t i = 0; i < p->n_nodes; i++) {
         const sy__plan_node *pn = &p->nodes[i];
         char reason[256];
         sy__plan_format_reason(p, i, reason, sizeof reason);
-        fprintf(f, "  %-5u %-32s %-11s %-12s %-10s %s%s\n", i, pn->name, sy_op_name((sy_op)pn->op),
-                p->dev_name[pn->dev],
-                pn->flags & SY__PN_VIEW ? "-" : fmt_time(pn->predicted_s, a, sizeof a), reason,
+        char ej[32] = "";
+        if (energy)
+            snprintf(ej, sizeof ej, "%-10s ",
+                     pn->flags & SY__PN_VIEW ? "-" : fmt_energy(pn->predicted_j, b, sizeof b));
+        fprintf(f, "  %-5u %-32s %-11s %-12s %-10s %s%s%s\n", i, pn->name,
+                sy_op_name((sy_op)pn->op), p->dev_name[pn->dev],
+                pn->flags & SY__PN_VIEW ? "-" : fmt_time(pn->predicted_s, a, sizeof a), ej, reason,
                 pn->flags & SY__PN_UNMEASURED ? " [unmeasured]" : "");
     }
     fprintf(f, "\nsteps:\n");
     for (uint32_t k = 0; k < p->n_steps; k++) {
         const sy__plan_step *s = &p->steps[k];
+        char ej[40] = "";
+        if (energy)
+            snprintf(ej, sizeof ej, ", %s", fmt_energy(s->predicted_j, c, sizeof c));
         if (s->kind == SY_PLAN_STEP_SEGMENT) {
             const char *first = p->nodes[p->order[s->first]].name;
             const char *last = p->nodes[p->order[s->first + s->count - 1]].name;
             if (s->count == 1)
-                fprintf(f, "  %-5u segment   %-24s 1 node (%s)  %s\n", k + 1, p->dev_name[s->dev],
-                        first, fmt_time(s->predicted_s, a, sizeof a));
+                fprintf(f, "  %-5u segment   %-24s 1 node (%s)  %s%s\n", k + 1,
+                        p->dev_name[s->dev], first, fmt_time(s->predicted_s, a, sizeof a), ej);
             else
-                fprintf(f, "  %-5u segment   %-24s %u nodes (%s .. %s)  %s\n", k + 1,
+                fprintf(f, "  %-5u segment   %-24s %u nodes (%s .. %s)  %s%s\n", k + 1,
                         p->dev_name[s->dev], s->count, first, last,
-                        fmt_time(s->predicted_s, a, sizeof a));
+                        fmt_time(s->predicted_s, a, sizeof a), ej);
         } else {
             char route[2 * SY_NAME_MAX + 8];
             snprintf(route, sizeof route, "%s -> %s", p->dev_name[s->src], p->dev_name[s->dev]);
-            fprintf(f, "  %-5u transfer  %-24s %s (%s%s)  %s\n", k + 1, route, s->tensor_name,
+            fprintf(f, "  %-5u transfer  %-24s %s (%s%s)  %s%s\n", k + 1, route, s->tensor_name,
                     fmt_bytes(s->bytes, a, sizeof a), s->zero_copy ? ", zero-copy" : "",
-                    fmt_time(s->predicted_s, b, sizeof b));
+                    fmt_time(s->predicted_s, b, sizeof b), ej);
         }
     }
     fprintf(f, "\nmemory:\n");
@@ -187,6 +229,10 @@ static cJSON *json_plan(const sy_plan *p)
     cJSON_AddNumberToObject(root, "transfer_s", p->transfer_s);
     cJSON_AddNumberToObject(root, "transfer_bytes", (double)p->transfer_bytes);
     cJSON_AddNumberToObject(root, "unmeasured_nodes", p->n_unmeasured);
+    cJSON_AddNumberToObject(root, "predicted_j", p->predicted_j);
+    cJSON_AddNumberToObject(root, "compute_j", p->compute_j);
+    cJSON_AddNumberToObject(root, "transfer_j", p->transfer_j);
+    cJSON_AddBoolToObject(root, "energy_measured", p->energy_measured);
     cJSON *devs = cJSON_AddArrayToObject(root, "devices");
     for (uint32_t d = 0; devs && d < p->n_dev; d++) {
         cJSON *o = cJSON_CreateObject();
@@ -209,6 +255,7 @@ static cJSON *json_plan(const sy_plan *p)
         cJSON_AddStringToObject(o, "op", sy_op_name((sy_op)pn->op));
         cJSON_AddStringToObject(o, "device", p->dev_name[pn->dev]);
         cJSON_AddNumberToObject(o, "predicted_s", pn->predicted_s);
+        cJSON_AddNumberToObject(o, "predicted_j", pn->predicted_j);
         cJSON_AddBoolToObject(o, "view", (pn->flags & SY__PN_VIEW) != 0);
         cJSON_AddBoolToObject(o, "unmeasured", (pn->flags & SY__PN_UNMEASURED) != 0);
         cJSON_AddStringToObject(o, "reason_code", sy__reason_name(pn->reason));
@@ -235,6 +282,7 @@ static cJSON *json_plan(const sy_plan *p)
             cJSON_AddBoolToObject(o, "zero_copy", s->zero_copy);
         }
         cJSON_AddNumberToObject(o, "predicted_s", s->predicted_s);
+        cJSON_AddNumberToObject(o, "predicted_j", s->predicted_j);
         cJSON_AddItemToArray(steps, o);
     }
     return root;

@@ -25,11 +25,15 @@
 #define SY__LEAF_BIT 0x80000000u
 /* Plans the cache keeps before dropping the least recently used. */
 #define SY__PLAN_CACHE_CAP 64u
+/* Joules one second is worth under the energy policy: a microwatt, so
+ * that time only decides between placements of equal energy. */
+#define SY__ENERGY_TIME_WEIGHT 1e-6
 
 typedef enum sy__policy {
     SY__POLICY_LATENCY = 0,
     SY__POLICY_CPU_ONLY = 1,
-    SY__POLICY_PREFER = 2
+    SY__POLICY_PREFER = 2,
+    SY__POLICY_ENERGY = 3 /* least predicted joules, time breaking ties */
 } sy__policy;
 
 typedef struct sy__pin {
@@ -100,8 +104,9 @@ typedef struct sy__plan_node {
     int32_t pin;                /* index into plan->pins, or -1 */
     uint32_t refusal;           /* offset of the refusal text in plan->pool, or SY__NONE */
     double predicted_s;         /* the node alone on its device */
+    double predicted_j;         /* its energy (docs/profiles.md) */
     double local_s;             /* node plus adjacent transfers on its device ... */
-    double alt_s;               /* ... and on alt_dev */
+    double alt_s;               /* ... and on alt_dev (joules under the energy policy) */
     uint32_t in[SY_MAX_INPUTS]; /* producing node of each input, SY__NONE for leaves */
     uint32_t n_in;
     char name[SY_NAME_MAX];
@@ -117,7 +122,7 @@ typedef struct sy__plan_step {
     uint32_t value_node;   /* transfer: node whose output moves; SY__NONE for a leaf */
     uint64_t offset;       /* transfer: first byte of the root it covers */
     uint64_t bytes;
-    double predicted_s;
+    double predicted_s, predicted_j;
     char tensor_name[SY_NAME_MAX];
 } sy__plan_step;
 
@@ -135,6 +140,8 @@ struct sy_plan {
     uint8_t *leaf_home; /* per tensor id: slot of a used leaf root, else SY__NO_DEVICE */
     sy_plan_memory mem[SY__MAX_PLAN_DEVICES];
     double predicted_s, compute_s, transfer_s, planning_s;
+    double predicted_j, compute_j, transfer_j;
+    bool energy_measured; /* every device's power came from its profile */
     uint64_t transfer_bytes;
     uint32_t n_segments, n_transfers, n_unmeasured;
     char algorithm[128];
@@ -173,6 +180,8 @@ typedef struct sy__plan_ctx {
     size_t pool_len, pool_cap;
     /* costs: per decision */
     double *node_s;      /* n_dec * D: predicted node time (all devices) */
+    double *node_j;      /* n_dec * D: predicted node energy */
+    double idle_w;       /* idle power of all D devices together */
     uint8_t *unmeasured; /* n_dec: device mask costed by the roofline */
     /* placement */
     uint8_t *leaf_home; /* per tensor (leaf roots): slot, or SY__NO_DEVICE floating */
@@ -207,6 +216,14 @@ sy_status sy__ctx_problem(sy__plan_ctx *c);
 /* Exact objective of c->assign with c->leaf_home, leaves moved once per
  * destination. */
 double sy__ctx_objective(const sy__plan_ctx *c);
+/* What the policy minimises for decision |k| on device |d|, and for
+ * moving |bytes| from |s| to |d|: seconds, or joules under the energy
+ * policy with seconds weighted by SY__ENERGY_TIME_WEIGHT to break ties. */
+double sy__ctx_node_obj(const sy__plan_ctx *c, uint32_t k, uint32_t d);
+double sy__ctx_move_obj(const sy__plan_ctx *c, uint32_t s, uint32_t d, uint64_t bytes);
+/* Joules of moving |bytes| from |s| to |d|: every device idling over the
+ * copy's time, plus the copy's own energy per byte. */
+double sy__ctx_move_j(const sy__plan_ctx *c, uint32_t s, uint32_t d, uint64_t bytes);
 /* Homes every leaf with the device of its readers (or writer). */
 void sy__ctx_home_leaves(sy__plan_ctx *c);
 /* Bytes a transfer of |value| (a decision, or SY__LEAF_BIT | root) moves,

@@ -185,12 +185,14 @@ static sy_status ctx_alloc(sy__plan_ctx *c)
     c->why_code = calloc(nn * D, 1);
     c->why_text = malloc(nn * D * sizeof *c->why_text);
     c->node_s = malloc(nn * D * sizeof *c->node_s);
+    c->node_j = malloc(nn * D * sizeof *c->node_j);
     c->unmeasured = calloc(nn, 1);
     c->leaf_home = malloc(nt);
     c->assign = calloc(nn, 1);
     if (!c->value_of || !c->dec || !c->dec_of || !c->leaf_readers || !c->leaf_writer ||
         !c->cons_start || !c->supported || !c->allowed || !c->evicted || !c->pin_of ||
-        !c->why_code || !c->why_text || !c->node_s || !c->unmeasured || !c->leaf_home || !c->assign)
+        !c->why_code || !c->why_text || !c->node_s || !c->node_j || !c->unmeasured ||
+        !c->leaf_home || !c->assign)
         return sy__planner_fail(c->pl, SY_E_NO_MEMORY, "out of memory planning %u nodes",
                                 c->n_nodes);
     return SY_OK;
@@ -330,9 +332,9 @@ static uint64_t evict(sy__plan_ctx *c, uint32_t d, uint64_t excess)
         }
         double alt = INFINITY;
         for (uint32_t e = 0; e < c->D; e++)
-            if (e != d && (c->allowed[i] >> e & 1u) && c->node_s[(size_t)k * c->D + e] < alt)
-                alt = c->node_s[(size_t)k * c->D + e];
-        double loss = alt - c->node_s[(size_t)k * c->D + d];
+            if (e != d && (c->allowed[i] >> e & 1u) && sy__ctx_node_obj(c, k, e) < alt)
+                alt = sy__ctx_node_obj(c, k, e);
+        double loss = alt - sy__ctx_node_obj(c, k, d);
         cand[n++] = (evict_cand){k, (loss > 0 ? loss : 0) / (double)(bytes ? bytes : 1), bytes};
     }
     qsort(cand, n, sizeof *cand, cand_cmp);

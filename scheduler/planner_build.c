@@ -111,6 +111,9 @@ sy_status sy__ctx_structure(sy__plan_ctx *c)
 sy_status sy__ctx_costs(sy__plan_ctx *c)
 {
     uint32_t D = c->D;
+    c->idle_w = 0.0;
+    for (uint32_t d = 0; d < D; d++)
+        c->idle_w += c->dm[d].idle_w;
     for (uint32_t k = 0; k < c->n_dec; k++) {
         uint32_t i = c->dec[k];
         const sy_node *n = sy_graph_node(c->g, i);
@@ -118,10 +121,15 @@ sy_status sy__ctx_costs(sy__plan_ctx *c)
         for (uint32_t d = 0; d < D; d++) {
             if (!(c->supported[i] >> d & 1u)) {
                 c->node_s[(size_t)k * D + d] = INFINITY;
+                c->node_j[(size_t)k * D + d] = INFINITY;
                 continue;
             }
             bool unm = false;
-            c->node_s[(size_t)k * D + d] = sy__cost_node(&c->dm[d], n, &unm);
+            double t = sy__cost_node(&c->dm[d], n, &unm);
+            c->node_s[(size_t)k * D + d] = t;
+            /* This device at its power for the op, the others idling. */
+            c->node_j[(size_t)k * D + d] =
+                t * (sy__power_node(&c->dm[d], n) + c->idle_w - c->dm[d].idle_w);
             if (unm)
                 c->unmeasured[k] |= (uint8_t)(1u << d);
         }
@@ -133,9 +141,31 @@ sy_status sy__ctx_costs(sy__plan_ctx *c)
     return SY_OK;
 }
 
+double sy__ctx_move_j(const sy__plan_ctx *c, uint32_t s, uint32_t d, uint64_t bytes)
+{
+    const sy__link_model *l = &c->link[s][d];
+    return sy__cost_transfer(l, bytes) * c->idle_w + sy__cost_transfer_j(l, bytes);
+}
+
+double sy__ctx_node_obj(const sy__plan_ctx *c, uint32_t k, uint32_t d)
+{
+    size_t at = (size_t)k * c->D + d;
+    if (c->req->policy != SY__POLICY_ENERGY)
+        return c->node_s[at];
+    return c->node_j[at] + SY__ENERGY_TIME_WEIGHT * c->node_s[at];
+}
+
+double sy__ctx_move_obj(const sy__plan_ctx *c, uint32_t s, uint32_t d, uint64_t bytes)
+{
+    double t = sy__cost_transfer(&c->link[s][d], bytes);
+    if (c->req->policy != SY__POLICY_ENERGY)
+        return t;
+    return sy__ctx_move_j(c, s, d, bytes) + SY__ENERGY_TIME_WEIGHT * t;
+}
+
 static double leaf_move(const sy__plan_ctx *c, uint32_t root, uint32_t from, uint32_t to)
 {
-    return sy__cost_transfer(&c->link[from][to], sy__value_bytes(c, SY__LEAF_BIT | root));
+    return sy__ctx_move_obj(c, from, to, sy__value_bytes(c, SY__LEAF_BIT | root));
 }
 
 sy_status sy__ctx_problem(sy__plan_ctx *c)
@@ -174,12 +204,12 @@ sy_status sy__ctx_problem(sy__plan_ctx *c)
         }
         for (uint32_t d = 0; d < D; d++)
             pb->cost[(size_t)k * D + d] =
-                (c->allowed[i] >> d & 1u) ? c->node_s[(size_t)k * D + d] + leaf_cost[d] : INFINITY;
+                (c->allowed[i] >> d & 1u) ? sy__ctx_node_obj(c, k, d) + leaf_cost[d] : INFINITY;
         uint64_t bytes = sy__value_bytes(c, k);
         for (uint32_t s = 0; s < D; s++)
             for (uint32_t d = 0; d < D; d++)
                 pb->xfer[((size_t)k * D + s) * D + d] =
-                    s == d ? 0.0 : sy__cost_transfer(&c->link[s][d], bytes);
+                    s == d ? 0.0 : sy__ctx_move_obj(c, s, d, bytes);
     }
     pb->in_start[c->n_dec] = e;
     return SY_OK;
@@ -229,14 +259,14 @@ static sy_status for_each_move(const sy__plan_ctx *c, move_fn visit, void *user)
 static void add_move_cost(const sy__plan_ctx *c, uint32_t value, uint32_t src, uint32_t dst,
                           void *user)
 {
-    *(double *)user += sy__cost_transfer(&c->link[src][dst], sy__value_bytes(c, value));
+    *(double *)user += sy__ctx_move_obj(c, src, dst, sy__value_bytes(c, value));
 }
 
 double sy__ctx_objective(const sy__plan_ctx *c)
 {
     double total = 0.0;
     for (uint32_t k = 0; k < c->n_dec; k++)
-        total += c->node_s[(size_t)k * c->D + c->assign[k]];
+        total += sy__ctx_node_obj(c, k, c->assign[k]);
     if (for_each_move(c, add_move_cost, &total) != SY_OK)
         return INFINITY;
     return total;
@@ -341,6 +371,7 @@ void sy__ctx_free(sy__plan_ctx *c)
     free(c->why_text);
     free(c->pool);
     free(c->node_s);
+    free(c->node_j);
     free(c->unmeasured);
     free(c->leaf_home);
     free(c->assign);

@@ -115,6 +115,11 @@ static sy_status resolve_policy(sy_planner *pl, const char *policy, sy__plan_req
         snprintf(req->policy_text, sizeof req->policy_text, "latency");
         return SY_OK;
     }
+    if (strcmp(policy, "energy") == 0) {
+        req->policy = SY__POLICY_ENERGY;
+        snprintf(req->policy_text, sizeof req->policy_text, "energy");
+        return SY_OK;
+    }
     if (strcmp(policy, "cpu-only") == 0) {
         req->policy = SY__POLICY_CPU_ONLY;
         uint32_t s = find_slot(pl, req, "cpu", 3);
@@ -147,7 +152,7 @@ static sy_status resolve_policy(sy_planner *pl, const char *policy, sy__plan_req
         return SY_OK;
     }
     return sy__planner_fail(pl, SY_E_INVALID_ARG,
-                            "unknown policy '%s' (latency, cpu-only or prefer:DEVICE)", policy);
+                            "unknown policy '%s' (latency, energy, cpu-only or prefer:DEVICE)", policy);
 }
 
 /* Splits "LEFT=DEVICE" at its last '=' into a slot. */

@@ -21,7 +21,7 @@ static void usage(FILE *f)
         "                       [--dot FILE]\n"
         "Plans one step of MODEL (default %s) and prints a summary.\n"
         "  --devices LIST     comma list of devices to use (default: all)\n"
-        "  --policy POLICY    latency (default), cpu-only or prefer:DEVICE\n"
+        "  --policy POLICY    latency (default), energy, cpu-only or prefer:DEVICE\n"
         "  --mem DEV=SIZE     memory budget of a device (bytes, or K/M/G suffix)\n"
         "  --pin PATTERN=DEV  nodes whose name or op matches PATTERN run on DEV\n"
         "  --profile FILE     load a device profile (profiles/schema.json)\n"
@@ -171,6 +171,10 @@ static int show(const sy_plan *plan, const plan_args *a)
            s.n_segments, s.n_transfers, (double)s.transfer_bytes / 1024.0, s.n_devices, s.policy);
     printf("predicted step %.3f ms (compute %.3f ms, transfers %.3f ms); %u nodes unmeasured\n",
            s.predicted_s * 1e3, s.compute_s * 1e3, s.transfer_s * 1e3, s.n_unmeasured);
+    if (s.energy_measured || strcmp(s.policy, "energy") == 0)
+        printf("predicted energy %.3f mJ (compute %.3f mJ, transfers %.3f mJ)%s\n",
+               s.predicted_j * 1e3, s.compute_j * 1e3, s.transfer_j * 1e3,
+               s.energy_measured ? "" : "; default power figures for devices without them");
     printf("algorithm %s; planned in %.3f ms\n", s.algorithm, s.planning_s * 1e3);
     return 0;
 }

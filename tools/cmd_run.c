@@ -64,7 +64,7 @@ static void usage(FILE *f)
             "load time, TTFT, prefill and decode tokens/s and peak RSS.  Without -m it uses\n"
             "the default model %s (fetch it with tools/fetch-models.sh).\n"
             "--devices: comma list of devices the scheduler may use (default: cpu);\n"
-            "--policy: latency (default), cpu-only or prefer:DEVICE.\n"
+            "--policy: latency (default), energy, cpu-only or prefer:DEVICE.\n"
             "--kv-type: the KV cache's element type (default f16; q8_0 and q4_0 take about\n"
             "  1/2 and 1/4 of its memory).\n"
             "--context-policy: what happens when the context (--ctx) is full: error (default)\n"

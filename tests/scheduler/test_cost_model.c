@@ -302,3 +302,59 @@ Test(cost_model, load_profile_reports_missing_files_and_unknown_devices)
     sy_runtime_destroy(rt);
     st_check_leaks();
 }
+
+Test(cost_model, power_figures_per_device_op_family_and_link_with_defaults_elsewhere)
+{
+    sy__profile *p = parse_ok(
+        "{" HEAD "\"device\": \"cpu\", \"power\": {\"idle_w\": 0.5, \"active_w\": 4},"
+        "\"ops\": [{\"op\": \"matmul\", \"dtype\": \"q4_0\", \"overhead_s\": 1e-6, \"active_w\": 9},"
+        "{\"op\": \"matmul\", \"active_w\": 7},"
+        "{\"op\": \"*\", \"overhead_s\": 2e-6}],"
+        "\"links\": [{\"to\": \"npu\", \"j_per_byte\": 3e-10}]}");
+    sy_device_desc d = cpu_desc(0, 0, 1);
+    sy__device_model m;
+    sy__device_model_init(&m, 0, &d, p);
+    cr_assert(m.power_measured);
+    cr_assert_float_eq(m.idle_w, 0.5, 1e-12);
+    mm_node q4, f32;
+    make_matmul(&q4, SY_DTYPE_Q4_0, 64, 64, 1);
+    make_matmul(&f32, SY_DTYPE_F32, 64, 64, 1);
+    cr_assert_float_eq(sy__power_node(&m, &q4.node), 9.0, 1e-12);
+    /* A power-only entry sets the watts, not the time. */
+    cr_assert_float_eq(sy__power_node(&m, &f32.node), 7.0, 1e-12);
+    bool unm;
+    cr_assert_float_eq(sy__cost_node(&m, &f32.node, &unm), 2e-6, 1e-15);
+    cr_assert_not(unm);
+    sy_tensor x = {.dtype = SY_DTYPE_F32, .ne = {8, 1, 1, 1}}, y = x;
+    sy_node add = {.op = SY_OP_ADD, .n_inputs = 2, .inputs = {&x, &x}, .output = &y};
+    cr_assert_float_eq(sy__power_node(&m, &add), 4.0, 1e-12);
+    /* A device without power figures gets its kind's defaults, flagged. */
+    sy_device_desc nd = cpu_desc(0, 0, 0);
+    nd.kind = SY_DEVICE_NPU;
+    snprintf(nd.name, sizeof nd.name, "npu");
+    sy__device_model n;
+    sy__device_model_init(&n, 1, &nd, NULL);
+    cr_assert_not(n.power_measured);
+    cr_assert_float_eq(sy__power_node(&n, &add), SY__DEFAULT_NPU_ACTIVE_W, 1e-12);
+    cr_assert_float_eq(n.idle_w, SY__DEFAULT_NPU_IDLE_W, 1e-12);
+    sy__link_model l;
+    sy__cost_link(&m, &n, &l);
+    cr_assert_float_eq(sy__cost_transfer_j(&l, 1000), 3e-7, 1e-18);
+    sy__cost_link(&n, &m, &l); /* found in the cpu's profile, reverse direction */
+    cr_assert_float_eq(l.j_per_byte, 3e-10, 1e-20);
+    sy_device_desc ud = cpu_desc(0, 0, 1);
+    snprintf(ud.name, sizeof ud.name, "other");
+    sy__device_model u;
+    sy__device_model_init(&u, 2, &ud, NULL);
+    sy__cost_link(&m, &u, &l);
+    cr_assert(l.zero_copy);
+    cr_assert_float_eq(sy__cost_transfer_j(&l, 1000), 0.0, 1e-20, "zero-copy moves no byte");
+    l.zero_copy = false;
+    cr_assert_float_eq(sy__cost_transfer_j(&l, 1000), 1000 * SY__DEFAULT_LINK_J_PER_BYTE, 1e-18);
+    parse_fails("{" HEAD "\"device\": \"cpu\", \"ops\": [{\"op\": \"add\", \"active_w\": -1}]}",
+                "ops[0].active_w: expected a non-negative number");
+    parse_fails("{" HEAD "\"device\": \"cpu\", \"links\": [{\"to\": \"x\", \"j_per_byte\": \"a\"}]}",
+                "links[0].j_per_byte: expected a non-negative number");
+    sy__profile_destroy(p);
+    st_check_leaks();
+}
