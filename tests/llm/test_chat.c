@@ -26,6 +26,8 @@
  *    expects SY_E_INVALID_ARG. */
 #include <criterion/criterion.h>
 #include <string.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "chat.h"
 
@@ -616,4 +618,35 @@ Test(chat, refuses_null_arguments_and_unknown_kinds)
                  SY_E_INVALID_ARG);
     cr_assert_eq(sy_chat_format_prompt(&f, ONE_USER, 1, true, buf, sizeof buf, NULL, &err),
                  SY_E_INVALID_ARG);
+}
+
+/* ------------------------------------------------- the CLI on a base model */
+
+/* `switchyard run --chat` on the Gemma 3 270M base model (no template):
+ * the transcript makes it answer, and the answer stops before the next
+ * "User:" line instead of running to -n. */
+Test(chat, run_chat_on_the_base_gemma_answers_and_stops_at_the_next_user_line)
+{
+    const char *d = getenv("SY_MODELS_DIR");
+    char model[2048], cmd[4096], out[16384];
+    snprintf(model, sizeof model, "%s/gemma-3-270m-q4_k_m.gguf",
+             d && *d ? d : SY_SOURCE_ROOT "/models");
+    FILE *f = fopen(model, "rb");
+    if (!f) {
+        if (getenv("SY_REQUIRE_MODELS"))
+            cr_assert_fail("%s missing (tools/fetch-models.sh)", model);
+        cr_skip_test("%s not fetched (tools/fetch-models.sh)", model);
+    }
+    fclose(f);
+    snprintf(cmd, sizeof cmd,
+             "'%s' run -m '%s' --chat -p 'What is the capital of France?' -n 64 2>/dev/null",
+             SY_SWITCHYARD_BIN, model);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    cr_assert_eq(pclose(p), 0, "run failed:\n%s", out);
+    cr_assert(strstr(out, "Paris"), "the answer should name Paris:\n%s", out);
+    cr_assert_null(strstr(out, "User:"), "the answer should stop at the next turn:\n%s", out);
+    cr_assert_null(strstr(out, "Assistant:"), "%s", out);
 }
