@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cost_model.h"
@@ -150,7 +151,7 @@ static char *read_all(const char *path, size_t *out_len)
 }
 
 static int tune_one(sy_runtime *rt, uint32_t dev, sy_model *m, const sy_probe *probe,
-                    const tune_args *a, const char *dir, int host_dev)
+                    const tune_args *a, const char *dir)
 {
     sy_device_desc d;
     sy_runtime_query_device(rt, dev, &d);
@@ -174,10 +175,6 @@ static int tune_one(sy_runtime *rt, uint32_t dev, sy_model *m, const sy_probe *p
     strftime(version, sizeof version, "tune %Y-%m-%dT%H:%M:%SZ", &tm);
     if (a->quick)
         snprintf(version + strlen(version), sizeof version - strlen(version), " quick");
-    sy_plugin_info pi = {0};
-    for (uint32_t i = 0; i < sy_runtime_plugin_count(rt); i++)
-        if (sy_runtime_query_plugin(rt, i, &pi) == SY_OK && pd && strcmp(pi.name, pd->plugin) == 0)
-            break;
     tune_device_info info = {
         .device = d.name,
         .plugin = pd ? pd->plugin : NULL,
@@ -187,17 +184,16 @@ static int tune_one(sy_runtime *rt, uint32_t dev, sy_model *m, const sy_probe *p
         .peak_bandwidth = pd ? pd->bandwidth_bps : 0,
         .launch_overhead_s = pd ? pd->launch_s : 0,
     };
-    char host_name[SY_NAME_MAX] = "";
-    if (host_dev >= 0 && (uint32_t)host_dev != dev && pd) {
-        sy_device_desc hd;
-        sy_runtime_query_device(rt, (uint32_t)host_dev, &hd);
-        snprintf(host_name, sizeof host_name, "%s", hd.name);
-        info.link_to = host_name;
-        /* Both directions in one link: the slower one, so plans never
-         * count on the faster. */
-        info.link_bandwidth = fmin(pd->h2d_bps, pd->d2h_bps);
-        info.link_latency_s = fmax(pd->h2d_latency_s, pd->d2h_latency_s);
-        info.link_sync_s = pd->launch_s;
+    /* Every measured copy from this device to another, one link each
+     * (the cost model looks the reverse direction up in the other
+     * device's profile); sync_s is this device's launch overhead, the
+     * price of handing work over. */
+    for (uint32_t i = 0; i < probe->n_links && info.n_links < TUNE_MAX_LINKS && pd; i++) {
+        const sy_probe_link *l = &probe->links[i];
+        if (strcmp(l->from, d.name) != 0 || l->error[0] || l->bps <= 0)
+            continue;
+        info.links[info.n_links++] = (tune_link){.to = l->to, .bandwidth = l->bps,
+                                                 .latency_s = l->latency_s, .sync_s = pd->launch_s};
     }
     char *json = NULL;
     st = tune_profile_json(&info, &s, &json);
@@ -231,96 +227,17 @@ out_samples:
     return rc;
 }
 
-static double cpu_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int rel_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Per-node and per-step error of the profile's predictions for one step
- * graph of |m| on |dev|. */
-static int validate_step(sy_runtime *rt, uint32_t dev, const sy__device_model *dm, sy_model *m,
-                         uint32_t T, uint32_t past, const tune_args *a)
-{
-    sy_graph *g = NULL;
-    void *scratch = NULL;
-    if (tune_build_step(m, T, past, &g, &scratch) != SY_OK)
-        return 1;
-    int rc = 1;
-    sy_bench *b = NULL;
-    if (sy_bench_create(rt, g, dev, &b) != SY_OK) {
-        printf("  %s: step of %u token(s) not run: %s\n", dm->desc.name, T,
-               sy_runtime_last_error(rt));
-        rc = 0;
-        goto out_graph;
-    }
-    uint32_t nn = sy_graph_node_count(g);
-    double *err = calloc(nn + 1u, sizeof *err), *meas = calloc(nn + 1u, sizeof *meas);
-    if (!err || !meas)
-        goto out_err;
-    double step_s = 0, pred_sum = 0, meas_sum = 0;
-    uint32_t ne = 0;
-    /* Process CPU time beside wall time: on a loaded machine a long launch
-     * is preempted while short per-node launches mostly are not (their
-     * medians filter it out), and the CPU time shows how much. */
-    uint32_t reps = a->quick ? 3 : 5;
-    double c0 = cpu_seconds();
-    if (sy_bench_time(b, 0, nn, 0, reps, 5.0, &step_s) != SY_OK)
-        goto out_err;
-    double step_cpu = (cpu_seconds() - c0) / reps;
-    if (tune_time_sequence(b, g, reps, meas) != SY_OK)
-        goto out_err;
-    if (a->verbose)
-        printf("  %-34s %-9s %-5s %11s %11s %8s\n", "node", "op", "dtype", "predicted", "measured",
-               "error");
-    for (uint32_t i = 0; i < nn; i++) {
-        const sy_node *n = sy_graph_node(g, i);
-        if (sy_op_is_view(n->op))
-            continue;
-        bool unmeasured = false;
-        double pred = sy__cost_node(dm, n, &unmeasured);
-        pred_sum += pred;
-        meas_sum += meas[i];
-        err[ne++] = meas[i] > 0 ? fabs(pred - meas[i]) / meas[i] : 0;
-        if (a->verbose)
-            printf("  %-34s %-9s %-5s %8.1f us %8.1f us %7.1f%%%s\n", n->name,
-                   sy_op_name((sy_op)n->op), sy_dtype_name(n->inputs[0]->dtype), pred * 1e6,
-                   meas[i] * 1e6, 100 * err[ne - 1], unmeasured ? " [unmeasured]" : "");
-    }
-    qsort(err, ne, sizeof *err, rel_cmp);
-    double med = ne ? (ne % 2 ? err[ne / 2] : 0.5 * (err[ne / 2 - 1] + err[ne / 2])) : 0;
-    double p90 = ne ? err[(uint32_t)(0.9 * (ne - 1))] : 0;
-    printf("  %-10s %-7s %4u nodes: per-node median |error| %5.1f%% (p90 %5.1f%%); step "
-           "predicted %.3f ms, measured %.3f ms as one launch (%+.1f%%), %.3f ms node by node "
-           "(%+.1f%%)\n",
-           dm->desc.name, T == 1 ? "decode" : "prefill", ne, 100 * med, 100 * p90, pred_sum * 1e3,
-           step_s * 1e3, 100 * (pred_sum - step_s) / step_s, meas_sum * 1e3,
-           100 * (pred_sum - meas_sum) / meas_sum);
-    printf("  %-10s %-7s process CPU time per step %.3f ms (all threads)\n", dm->desc.name,
-           T == 1 ? "decode" : "prefill", step_cpu * 1e3);
-    rc = 0;
-out_err:
-    free(meas);
-    free(err);
-    sy_bench_destroy(b);
-out_graph:
-    sy_graph_destroy(g);
-    free(scratch);
-    return rc;
-}
-
 static int validate(sy_runtime *rt, uint32_t first, uint32_t last, sy_model *m, const tune_args *a,
                     const char *dir)
 {
-    printf("\nvalidation (profiles in %s; decode after %u tokens, prefill of %u)\n", dir, a->past,
-           a->tokens);
+    printf("\nvalidation: profiles in %s, load average %.1f on %ld CPUs%s\n", dir,
+           tune_load_average(), sysconf(_SC_NPROCESSORS_ONLN),
+           tune_load_average() > (double)sysconf(_SC_NPROCESSORS_ONLN)
+               ? " (loaded: other processes preempt long launches, so the one-launch step "
+                 "reads slow)"
+               : "");
+    tune_opts o = {.quick = a->quick, .verbose = a->verbose, .prefill_tokens = a->tokens,
+                   .decode_past = a->past};
     int rc = 0;
     for (uint32_t dev = first; dev < last; dev++) {
         sy_device_desc d;
@@ -345,8 +262,15 @@ static int validate(sy_runtime *rt, uint32_t first, uint32_t last, sy_model *m, 
         sy__device_model *dm = calloc(1, sizeof *dm);
         if (dm) {
             sy__device_model_init(dm, dev, &d, prof);
-            rc |= validate_step(rt, dev, dm, m, 1, a->past, a);
-            rc |= validate_step(rt, dev, dm, m, a->tokens, 0, a);
+            uint32_t steps[2][2] = {{1, a->past}, {a->tokens, 0}};
+            for (uint32_t k = 0; k < 2; k++) {
+                tune_step_report r;
+                if (tune_validate_step(rt, dev, dm, m, steps[k][0], steps[k][1], &o, stdout, &r) !=
+                    SY_OK) {
+                    printf("  %s: validation failed: %s\n", d.name, sy_runtime_last_error(rt));
+                    rc = 1;
+                }
+            }
         }
         free(dm);
         sy__profile_destroy(prof);
@@ -367,7 +291,11 @@ int sy_cli_tune(int argc, char **argv)
         fprintf(stderr, "switchyard tune: no usable profile directory (set --out)\n");
         return 1;
     }
-    sy_runtime *rt = sy_cli_runtime_for(a.device);
+    /* One device still loads the CPU, whose links to it the profile needs. */
+    char devices[SY_NAME_MAX + 8];
+    if (a.device)
+        snprintf(devices, sizeof devices, "%s,cpu", a.device);
+    sy_runtime *rt = sy_cli_runtime_for(a.device ? devices : NULL);
     if (!rt)
         return 1;
     rc = 1;
@@ -392,19 +320,12 @@ int sy_cli_tune(int argc, char **argv)
         }
         last = first + 1;
     }
-    int host_dev = -1;
-    for (uint32_t i = 0; i < sy_runtime_device_count(rt) && host_dev < 0; i++) {
-        sy_device_desc d;
-        if (sy_runtime_query_device(rt, i, &d) == SY_OK && d.kind == SY_DEVICE_CPU &&
-            strcmp(d.name, "cpu") == 0)
-            host_dev = (int)i;
-    }
     rc = 0;
     if (!a.no_tune) {
         printf("tuning %s on %u device(s)%s\n", a.model ? a.model : "the standard set",
                last - first, a.quick ? " (quick)" : "");
         for (uint32_t dev = first; dev < last; dev++)
-            rc |= tune_one(rt, dev, m, probe, &a, dir, host_dev);
+            rc |= tune_one(rt, dev, m, probe, &a, dir);
         printf("tuned in %.1f s\n", sy__probe_now() - t0);
     }
     if (a.validate && rc == 0)

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "switchyard/switchyard.h"
 
@@ -41,13 +42,20 @@ sy_status tune_fit_samples(const tune_sample *v, uint32_t n, tune_fit *out_fit);
 /* Predicted seconds of |fit| for the given counts. */
 double tune_fit_predict(const tune_fit *fit, double flops, double bytes);
 
+/* A measured transfer from the profile's device to device |to|. */
+typedef struct tune_link {
+    const char *to;
+    double bandwidth, latency_s, sync_s; /* bandwidth 0: leave out */
+} tune_link;
+
+#define TUNE_MAX_LINKS 16u
+
 /* What a device profile carries besides its op entries. */
 typedef struct tune_device_info {
     const char *device, *plugin, *plugin_version, *version;
     double peak_flops, peak_bandwidth, launch_overhead_s; /* 0: leave out */
-    /* One link to the host device (|link_to|, NULL: none). */
-    const char *link_to;
-    double link_bandwidth, link_latency_s, link_sync_s;
+    tune_link links[TUNE_MAX_LINKS];
+    uint32_t n_links;
 } tune_device_info;
 
 /* Writes the profile JSON (profiles/schema.json) of one device from its
@@ -69,11 +77,59 @@ typedef struct tune_opts {
 sy_status tune_device(sy_runtime *rt, uint32_t dev, sy_model *m, const tune_opts *o,
                       tune_samples *out, uint32_t *out_skipped);
 
+/* Timed repetitions per measurement: 5 with --quick, else 9. */
+static inline uint32_t tune_reps(const tune_opts *o)
+{
+    return o->quick ? 5u : 9u;
+}
+
+/* The steps a model is tuned on, as {tokens, past} pairs: decode at
+ * decode_past and 4x it (and a quarter of it without --quick), prefill of
+ * prefill_tokens (and a quarter of them without --quick).  Returns the
+ * count, at most |max|. */
+uint32_t tune_model_steps(const tune_opts *o, uint32_t out_steps[][2], uint32_t max);
+
 /* Times every node of |g| (bound in |b|) one launch at a time, in graph
- * order, over |reps| passes after a warm one; out_s[i] is node i's median
- * (0 for views).  |out_s| has sy_graph_node_count(g) entries. */
+ * order, over |reps| passes after a warm one; out_s[i] is node i's
+ * sy__timing_estimate() (0 for views).  With |out_step_s| (may be NULL)
+ * the whole step is also timed as one launch after every pass, and
+ * *out_step_s is its estimate.  |out_s| has sy_graph_node_count(g)
+ * entries. */
 typedef struct sy_bench sy_bench;
-sy_status tune_time_sequence(sy_bench *b, sy_graph *g, uint32_t reps, double *out_s);
+sy_status tune_time_sequence(sy_bench *b, sy_graph *g, uint32_t reps, double *out_s,
+                             double *out_step_s);
+
+/* Predicted against measured for one step of a model on one device. */
+typedef struct tune_step_report {
+    uint32_t tokens, past;
+    bool not_run; /* the device cannot run the whole step (|why|) */
+    char why[256];
+    uint32_t n_nodes, n_unmeasured; /* views not counted */
+    /* |predicted - measured| / measured over the nodes: median and 90th
+     * percentile, and the sum of |predicted - measured| over the sum of
+     * measured (time-weighted). */
+    double node_median, node_p90, node_weighted;
+    double predicted_s; /* sum of the nodes' predictions */
+    double launch_s;    /* the step measured as one launch (what a session runs) */
+    double nodes_s;     /* sum of the nodes measured one launch each */
+} tune_step_report;
+
+/* Predicts every node of |m|'s step (|T| tokens after |past|) with the
+ * scheduler's model |dm| of device |dev| and measures it as tune does
+ * (tune_time_sequence with tune_reps(o) passes).  With |report| (may be
+ * NULL) prints the summary, a table per op family and, with o->verbose,
+ * every node.  A device that cannot run the whole step gives SY_OK with
+ * out->not_run set. */
+struct sy__device_model;
+sy_status tune_validate_step(sy_runtime *rt, uint32_t dev, const struct sy__device_model *dm,
+                             const sy_model *m, uint32_t T, uint32_t past, const tune_opts *o,
+                             FILE *report, tune_step_report *out);
+
+/* Prints the summary lines of |r| for device |device|. */
+void tune_print_step_report(const char *device, const tune_step_report *r, FILE *f);
+
+/* The 1-minute load average of this machine, or -1. */
+double tune_load_average(void);
 
 /* Builds the decode (n_tokens 1) or prefill graph of |m| the way a session
  * does.  Ownership: caller frees *out_graph and then *out_scratch. */

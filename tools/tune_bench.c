@@ -109,7 +109,8 @@ static sy_status tb_time(sy_runtime *rt, uint32_t dev, sy_graph *g, const tune_o
         return SY_OK;
     }
     double s = 0;
-    st = o->quick ? sy_bench_time(b, 0, 1, 1, 5, 0.15, &s) : sy_bench_time(b, 0, 1, 3, 9, 0.6, &s);
+    st = o->quick ? sy_bench_time(b, 0, 1, 2, tune_reps(o), 0.15, &s)
+                 : sy_bench_time(b, 0, 1, 3, tune_reps(o), 0.6, &s);
     sy_bench_destroy(b);
     if (st != SY_OK || s <= 0) {
         if (o->verbose)
@@ -191,44 +192,59 @@ static double tb_median(double *v, uint32_t n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-sy_status tune_time_sequence(sy_bench *b, sy_graph *g, uint32_t reps, double *out_s)
+sy_status tune_time_sequence(sy_bench *b, sy_graph *g, uint32_t reps, double *out_s,
+                             double *out_step_s)
 {
     uint32_t nn = sy_graph_node_count(g);
+    if (reps == 0)
+        reps = 1;
     double *t = calloc((size_t)nn * reps + 1u, sizeof *t);
-    double *col = calloc(reps + 1u, sizeof *col);
-    sy_status st = t && col ? SY_OK : SY_E_NO_MEMORY;
+    double *col = calloc(reps + 1u, sizeof *col), *step = calloc(reps + 1u, sizeof *step);
+    sy_status st = t && col && step ? SY_OK : SY_E_NO_MEMORY;
     double s;
-    /* One warm pass, then |reps| passes through the whole graph, one node
-     * per launch: every node sees the caches as the step leaves them, not
-     * as its own previous repetition did. */
+    /* Warm-up: the whole step once (first-use work such as kernel builds
+     * and page faults), then one pass node by node. */
+    if (st == SY_OK && out_step_s)
+        st = sy_bench_run(b, 0, nn, &s);
     for (uint32_t i = 0; i < nn && st == SY_OK; i++)
         if (!sy_op_is_view(sy_graph_node(g, i)->op))
             st = sy_bench_run(b, i, 1, &s);
-    for (uint32_t r = 0; r < reps && st == SY_OK; r++)
+    /* |reps| passes through the whole graph, one node per launch, so every
+     * node sees the caches as the step leaves them rather than as its own
+     * previous repetition did; the whole step as one launch after each
+     * pass, so both figures come from the same minutes of machine load. */
+    for (uint32_t r = 0; r < reps && st == SY_OK; r++) {
         for (uint32_t i = 0; i < nn && st == SY_OK; i++)
             if (!sy_op_is_view(sy_graph_node(g, i)->op))
                 st = sy_bench_run(b, i, 1, &t[(size_t)i * reps + r]);
+        if (st == SY_OK && out_step_s)
+            st = sy_bench_run(b, 0, nn, &step[r]);
+    }
     for (uint32_t i = 0; i < nn && st == SY_OK; i++) {
         memcpy(col, &t[(size_t)i * reps], reps * sizeof *col);
-        out_s[i] = sy_op_is_view(sy_graph_node(g, i)->op) ? 0 : tb_median(col, reps);
+        out_s[i] = sy_op_is_view(sy_graph_node(g, i)->op) ? 0 : sy__timing_estimate(col, reps);
     }
+    if (st == SY_OK && out_step_s)
+        *out_step_s = sy__timing_estimate(step, reps);
+    free(step);
     free(col);
     free(t);
     return st;
 }
 
 /* Times every node of |g| in place on |dev| and adds one sample per
- * distinct key (the median over the nodes sharing it). */
-static sy_status tb_model_inplace(sy_runtime *rt, uint32_t dev, sy_bench *b, sy_graph *g,
-                                  const tune_opts *o, char (*keys)[512], uint32_t *n_keys,
-                                  uint32_t max_keys, tune_samples *out)
+ * distinct key: the median over the nodes sharing it (30 layers give 30
+ * timings of the same shape class; the median drops a layer whose caches
+ * differ). */
+static sy_status tb_model_inplace(sy_bench *b, sy_graph *g, const tune_opts *o, char (*keys)[512],
+                                  uint32_t *n_keys, uint32_t max_keys, tune_samples *out)
 {
     uint32_t nn = sy_graph_node_count(g);
     double *t = calloc(nn + 1u, sizeof *t), *same = calloc(nn + 1u, sizeof *same);
     char (*nk)[512] = calloc(nn + 1u, sizeof *nk);
     sy_status st = t && same && nk ? SY_OK : SY_E_NO_MEMORY;
     if (st == SY_OK)
-        st = tune_time_sequence(b, g, o->quick ? 3 : 7, t);
+        st = tune_time_sequence(b, g, tune_reps(o), t, NULL);
     for (uint32_t i = 0; i < nn && st == SY_OK; i++)
         tb_key(sy_graph_node(g, i), nk[i], sizeof nk[i]);
     for (uint32_t i = 0; i < nn && st == SY_OK; i++) {
@@ -256,29 +272,36 @@ static sy_status tb_model_inplace(sy_runtime *rt, uint32_t dev, sy_bench *b, sy_
                     sy_dtype_name((uint32_t)x.dtype), x.shape, x.seconds * 1e6, ns);
         st = tune_samples_add(out, &x);
     }
-    (void)rt;
-    (void)dev;
     free(nk);
     free(same);
     free(t);
     return st;
 }
 
+uint32_t tune_model_steps(const tune_opts *o, uint32_t out_steps[][2], uint32_t max)
+{
+    /* Decode at the given context and around it (attention grows with the
+     * context, so its points must span it), prefill at the given batch and
+     * a quarter of it (a point between one token and the full batch). */
+    uint32_t past = o->decode_past, T = o->prefill_tokens ? o->prefill_tokens : 1;
+    uint32_t steps[5][2] = {{1, past}, {1, past * 4}, {T, 0}, {1, past / 4}, {T / 4 ? T / 4 : 1, 0}};
+    uint32_t n = o->quick ? 3 : 5;
+    if (n > max)
+        n = max;
+    memcpy(out_steps, steps, n * sizeof steps[0]);
+    return n;
+}
+
 static sy_status tb_model(sy_runtime *rt, uint32_t dev, sy_model *m, const tune_opts *o,
                           tune_samples *out, uint32_t *skipped)
 {
-    const uint32_t max_keys = 512;
+    const uint32_t max_keys = 1024;
     char (*keys)[512] = calloc(max_keys, sizeof *keys);
     if (!keys)
         return SY_E_NO_MEMORY;
     uint32_t n_keys = 0;
-    /* Decode at the given context and prefill batches: the shapes a
-     * session runs.  Without --quick a quarter-size prefill adds a point
-     * between decode's one token and the full batch. */
-    uint32_t steps[3][2] = {{1, o->decode_past},
-                            {o->prefill_tokens, 0},
-                            {o->prefill_tokens / 4 ? o->prefill_tokens / 4 : 1, 0}};
-    uint32_t n_steps = o->quick ? 2 : 3;
+    uint32_t steps[8][2];
+    uint32_t n_steps = tune_model_steps(o, steps, 8);
     sy_status st = SY_OK;
     for (uint32_t s = 0; s < n_steps && st == SY_OK; s++) {
         sy_graph *g = NULL;
@@ -288,7 +311,7 @@ static sy_status tb_model(sy_runtime *rt, uint32_t dev, sy_model *m, const tune_
         /* In place when the device runs the whole step; node by node in
          * one-node graphs otherwise (an NPU that lacks some ops). */
         if (st == SY_OK && sy_bench_create(rt, g, dev, &b) == SY_OK)
-            st = tb_model_inplace(rt, dev, b, g, o, keys, &n_keys, max_keys, out);
+            st = tb_model_inplace(b, g, o, keys, &n_keys, max_keys, out);
         else if (st == SY_OK)
             st = tb_model_graph(rt, dev, g, o, keys, &n_keys, max_keys, out, skipped);
         sy_bench_destroy(b);

@@ -232,14 +232,15 @@ sy_status tune_profile_json(const tune_device_info *info, const tune_samples *s,
         cJSON_AddItemToArray(ops, e);
         i = j;
     }
-    if (info->link_to) {
-        cJSON *links = cJSON_AddArrayToObject(root, "links");
+    cJSON *links = info->n_links ? cJSON_AddArrayToObject(root, "links") : NULL;
+    for (uint32_t i = 0; i < info->n_links && i < TUNE_MAX_LINKS; i++) {
+        const tune_link *x = &info->links[i];
         cJSON *l = cJSON_CreateObject();
-        cJSON_AddStringToObject(l, "to", info->link_to);
-        if (info->link_bandwidth > 0)
-            add_num(l, "bandwidth", info->link_bandwidth);
-        add_num(l, "latency_s", info->link_latency_s);
-        add_num(l, "sync_s", info->link_sync_s);
+        cJSON_AddStringToObject(l, "to", x->to);
+        if (x->bandwidth > 0)
+            add_num(l, "bandwidth", x->bandwidth);
+        add_num(l, "latency_s", x->latency_s);
+        add_num(l, "sync_s", x->sync_s);
         cJSON_AddItemToArray(links, l);
     }
     free(v);

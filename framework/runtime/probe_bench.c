@@ -170,15 +170,26 @@ static int bench_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-sy_status sy_bench_time(sy_bench *b, uint32_t first, uint32_t n, uint32_t warmup, uint32_t reps,
-                        double budget_s, double *out_median_s)
+double sy__quantile(double *v, uint32_t n, double q)
 {
-    *out_median_s = 0;
-    if (reps == 0)
-        reps = 1;
-    double *t = calloc(reps, sizeof *t);
-    if (!t)
-        return SY_E_NO_MEMORY;
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof *v, bench_cmp);
+    double pos = (q < 0 ? 0 : q > 1 ? 1 : q) * (double)(n - 1);
+    uint32_t i = (uint32_t)pos;
+    double f = pos - (double)i;
+    return i + 1 < n ? v[i] + f * (v[i + 1] - v[i]) : v[i];
+}
+
+double sy__timing_estimate(double *times, uint32_t n)
+{
+    return sy__quantile(times, n, 0.25);
+}
+
+sy_status sy_bench_sample(sy_bench *b, uint32_t first, uint32_t n, uint32_t warmup, uint32_t reps,
+                          double budget_s, double *out_times, uint32_t *out_count)
+{
+    *out_count = 0;
     double start = sy__probe_now(), s;
     sy_status st = SY_OK;
     for (uint32_t i = 0; i < warmup && st == SY_OK; i++) {
@@ -188,16 +199,29 @@ sy_status sy_bench_time(sy_bench *b, uint32_t first, uint32_t n, uint32_t warmup
     }
     uint32_t done = 0;
     while (st == SY_OK && done < reps) {
-        st = sy_bench_run(b, first, n, &t[done]);
+        st = sy_bench_run(b, first, n, &out_times[done]);
         if (st == SY_OK)
             done++;
         if (sy__probe_now() - start > budget_s)
             break;
     }
-    if (st == SY_OK && done > 0) {
-        qsort(t, done, sizeof *t, bench_cmp);
-        *out_median_s = done % 2 ? t[done / 2] : 0.5 * (t[done / 2 - 1] + t[done / 2]);
-    }
+    *out_count = done;
+    return st;
+}
+
+sy_status sy_bench_time(sy_bench *b, uint32_t first, uint32_t n, uint32_t warmup, uint32_t reps,
+                        double budget_s, double *out_s)
+{
+    *out_s = 0;
+    if (reps == 0)
+        reps = 1;
+    double *t = calloc(reps, sizeof *t);
+    if (!t)
+        return SY_E_NO_MEMORY;
+    uint32_t done = 0;
+    sy_status st = sy_bench_sample(b, first, n, warmup, reps, budget_s, t, &done);
+    if (st == SY_OK && done > 0)
+        *out_s = sy__timing_estimate(t, done);
     free(t);
     return st;
 }

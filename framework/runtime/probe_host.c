@@ -1,7 +1,7 @@
 /* Host side of the probe: hwloc topology and memory bandwidth measured with
  * 1..N threads, each pinned to its own core, over a buffer well past the
  * last-level cache (4 x L3, at least 64 MiB, at most 512 MiB and a quarter
- * of the available memory). */
+ * of the available memory), within a time budget. */
 #include <hwloc.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -150,13 +150,7 @@ static void *bw_main(void *arg)
     return NULL;
 }
 
-static int bw_cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Median seconds of one pass over the buffer with |n| threads. */
+/* Seconds of one pass over the buffer with |n| threads (sy__timing_estimate). */
 static sy_status bw_run(bw_shared *s, uint32_t n, bool copy, double *out_s)
 {
     *out_s = 0;
@@ -180,13 +174,13 @@ static sy_status bw_run(bw_shared *s, uint32_t n, bool copy, double *out_s)
     for (uint32_t i = 0; i < n; i++)
         pthread_join(th[i].tid, NULL);
     pthread_barrier_destroy(&s->barrier);
-    qsort(s->times, s->reps, sizeof *s->times, bw_cmp);
-    *out_s = s->times[s->reps / 2];
+    *out_s = sy__timing_estimate(s->times, s->reps);
     return SY_OK;
 }
 
-sy_status sy__probe_host_bandwidth(sy_runtime *rt, sy_probe *p, bool quick)
+sy_status sy__probe_host_bandwidth(sy_runtime *rt, sy_probe *p, bool quick, double budget_s)
 {
+    double start = sy__probe_now();
     uint64_t bytes = p->l3_bytes * 4;
     if (bytes < 64 * MIB)
         bytes = 64 * MIB;
@@ -225,6 +219,13 @@ sy_status sy__probe_host_bandwidth(sy_runtime *rt, sy_probe *p, bool quick)
         counts[n_counts++] = t;
     p->n_host_bw = 0;
     for (uint32_t k = 0; k < n_counts; k++) {
+        /* Over budget: fewer passes, and past it only the count that uses
+         * every core (the one auto-configuration needs most) still runs. */
+        double spent = sy__probe_now() - start;
+        if (k > 0 && spent * (double)n_counts / (double)k > budget_s && s.reps > 3)
+            s.reps = 3;
+        if (spent > budget_s && k + 1 < n_counts)
+            continue;
         double rs, cs;
         s.bytes = (size_t)bytes;
         st = bw_run(&s, counts[k], false, &rs);

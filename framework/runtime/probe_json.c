@@ -23,6 +23,7 @@ sy_status sy_probe_to_json(const sy_probe *p, char **out_json)
     cJSON_AddStringToObject(root, "schema", PROBE_SCHEMA);
     jnum(root, "format_version", SY_PROBE_FORMAT_VERSION);
     cJSON_AddStringToObject(root, "fingerprint", p->fingerprint);
+    cJSON_AddStringToObject(root, "host_fingerprint", p->host_fingerprint);
     cJSON_AddStringToObject(root, "switchyard_version", p->switchyard_version);
     jnum(root, "created", p->created);
     jnum(root, "probe_s", p->probe_s);
@@ -79,7 +80,32 @@ sy_status sy_probe_to_json(const sy_probe *p, char **out_json)
             cJSON_AddItemToArray(xs, x);
         }
         cJSON_AddStringToObject(e, "error", d->error);
+        cJSON_AddStringToObject(e, "fingerprint", d->fingerprint);
+        jnum(e, "measure_s", d->measure_s);
+        jnum(e, "first_use_s", d->first_use_s);
         cJSON_AddItemToArray(devs, e);
+    }
+    cJSON *links = cJSON_AddArrayToObject(root, "links");
+    for (uint32_t i = 0; i < p->n_links; i++) {
+        const sy_probe_link *l = &p->links[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "from", l->from);
+        cJSON_AddStringToObject(e, "to", l->to);
+        cJSON_AddStringToObject(e, "from_fingerprint", l->from_fingerprint);
+        cJSON_AddStringToObject(e, "to_fingerprint", l->to_fingerprint);
+        cJSON_AddStringToObject(e, "method", l->method);
+        cJSON_AddBoolToObject(e, "zero_copy", l->zero_copy);
+        jnum(e, "bps", l->bps);
+        jnum(e, "latency_s", l->latency_s);
+        cJSON *xs = cJSON_AddArrayToObject(e, "transfers");
+        for (uint32_t k = 0; k < SY_PROBE_N_XFER_SIZES; k++) {
+            cJSON *x = cJSON_CreateObject();
+            jnum(x, "bytes", (double)l->bytes[k]);
+            jnum(x, "seconds", l->seconds[k]);
+            cJSON_AddItemToArray(xs, x);
+        }
+        cJSON_AddStringToObject(e, "error", l->error);
+        cJSON_AddItemToArray(links, e);
     }
     char *s = cJSON_Print(root);
     cJSON_Delete(root);
@@ -139,6 +165,9 @@ static void jread_device(jreader *r, const cJSON *e, sy_probe_device *d)
     d->h2d_latency_s = jget(r, e, "h2d_latency_s");
     d->d2h_bps = jget(r, e, "d2h_bps");
     d->d2h_latency_s = jget(r, e, "d2h_latency_s");
+    jstr(r, e, "fingerprint", d->fingerprint, sizeof d->fingerprint);
+    d->measure_s = jget(r, e, "measure_s");
+    d->first_use_s = jget(r, e, "first_use_s");
     const cJSON *xs = cJSON_GetObjectItemCaseSensitive(e, "transfers");
     int n = cJSON_IsArray(xs) ? cJSON_GetArraySize(xs) : -1;
     if (n != (int)SY_PROBE_N_XFER_SIZES) {
@@ -153,6 +182,39 @@ static void jread_device(jreader *r, const cJSON *e, sy_probe_device *d)
         d->xfer[k].bytes = (uint64_t)jget(r, x, "bytes");
         d->xfer[k].h2d_s = jget(r, x, "h2d_s");
         d->xfer[k].d2h_s = jget(r, x, "d2h_s");
+    }
+}
+
+static void jread_link(jreader *r, const cJSON *e, sy_probe_link *l)
+{
+    if (!cJSON_IsObject(e)) {
+        if (!r->bad)
+            snprintf(r->err, r->err_size, "links: expected objects");
+        r->bad = true;
+        return;
+    }
+    jstr(r, e, "from", l->from, sizeof l->from);
+    jstr(r, e, "to", l->to, sizeof l->to);
+    jstr(r, e, "from_fingerprint", l->from_fingerprint, sizeof l->from_fingerprint);
+    jstr(r, e, "to_fingerprint", l->to_fingerprint, sizeof l->to_fingerprint);
+    jstr(r, e, "method", l->method, sizeof l->method);
+    jstr(r, e, "error", l->error, sizeof l->error);
+    l->zero_copy = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(e, "zero_copy"));
+    l->bps = jget(r, e, "bps");
+    l->latency_s = jget(r, e, "latency_s");
+    const cJSON *xs = cJSON_GetObjectItemCaseSensitive(e, "transfers");
+    int n = cJSON_IsArray(xs) ? cJSON_GetArraySize(xs) : -1;
+    if (n != (int)SY_PROBE_N_XFER_SIZES) {
+        if (!r->bad)
+            snprintf(r->err, r->err_size, "link %s->%s: expected %u transfers", l->from, l->to,
+                     SY_PROBE_N_XFER_SIZES);
+        r->bad = true;
+        return;
+    }
+    for (int k = 0; k < n; k++) {
+        const cJSON *x = cJSON_GetArrayItem(xs, k);
+        l->bytes[k] = (uint64_t)jget(r, x, "bytes");
+        l->seconds[k] = jget(r, x, "seconds");
     }
 }
 
@@ -171,6 +233,7 @@ static void jread(jreader *r, const cJSON *root, sy_probe *p)
         return;
     }
     jstr(r, root, "fingerprint", p->fingerprint, sizeof p->fingerprint);
+    jstr(r, root, "host_fingerprint", p->host_fingerprint, sizeof p->host_fingerprint);
     jstr(r, root, "switchyard_version", p->switchyard_version, sizeof p->switchyard_version);
     p->created = jget(r, root, "created");
     p->probe_s = jget(r, root, "probe_s");
@@ -216,6 +279,18 @@ static void jread(jreader *r, const cJSON *root, sy_probe *p)
     p->n_devices = (uint32_t)cJSON_GetArraySize(devs);
     for (uint32_t i = 0; i < p->n_devices; i++)
         jread_device(r, cJSON_GetArrayItem(devs, (int)i), &p->devices[i]);
+    const cJSON *links = cJSON_GetObjectItemCaseSensitive(root, "links");
+    int nl = cJSON_IsArray(links) ? cJSON_GetArraySize(links) : -1;
+    if (nl < 0 || nl > (int)SY_PROBE_MAX_LINKS) {
+        if (!r->bad)
+            snprintf(r->err, r->err_size, "links: expected an array of at most %u",
+                     SY_PROBE_MAX_LINKS);
+        r->bad = true;
+        return;
+    }
+    p->n_links = (uint32_t)nl;
+    for (uint32_t i = 0; i < p->n_links; i++)
+        jread_link(r, cJSON_GetArrayItem(links, (int)i), &p->links[i]);
 }
 
 sy_status sy_probe_from_json(const char *json, size_t len, sy_probe *out_probe, char *err,
@@ -284,6 +359,10 @@ void sy_probe_print(const sy_probe *p, FILE *f)
     fprintf(f, "probe     %s in %.2f s%s, fingerprint %s\n",
             p->from_cache ? "cached, measured" : "measured now", p->probe_s,
             p->quick ? " (quick sizes)" : "", p->fingerprint);
+    for (uint32_t i = 0; i < p->n_devices; i++)
+        if (p->devices[i].measured_now && p->devices[i].first_use_s > 0.5)
+            fprintf(f, "          of which %.2f s first launches on %s (kernel builds; once)\n",
+                    p->devices[i].first_use_s, p->devices[i].name);
     fprintf(f, "\nhost memory bandwidth (buffer %s, pinned threads)\n",
             fmt_bytes(p->host_buffer_bytes, a, sizeof a));
     fprintf(f, "  %7s  %12s  %12s\n", "threads", "read GB/s", "copy GB/s");
@@ -300,7 +379,7 @@ void sy_probe_print(const sy_probe *p, FILE *f)
                 fmt_bytes(d->memory_bytes, a, sizeof a), d->bandwidth_bps / 1e9, d->flops / 1e9,
                 fmt_time(d->launch_s, b, sizeof b), d->h2d_bps / 1e9, d->d2h_bps / 1e9);
     }
-    fprintf(f, "\ntransfers (median of one copy)\n");
+    fprintf(f, "\nhost transfers (one copy, lower quartile)\n");
     fprintf(f, "  %-12s %10s %12s %12s\n", "device", "size", "host->dev", "dev->host");
     for (uint32_t i = 0; i < p->n_devices; i++) {
         const sy_probe_device *d = &p->devices[i];
@@ -313,5 +392,25 @@ void sy_probe_print(const sy_probe *p, FILE *f)
         }
         if (d->error[0])
             fprintf(f, "  %-12s not measured: %s\n", d->name, d->error);
+    }
+    if (p->n_links == 0)
+        return;
+    fprintf(f, "\ndevice->device transfers (one copy as the executor makes it)\n");
+    fprintf(f, "  %-22s %-12s %10s %10s %10s %10s %9s\n", "link", "method",
+            fmt_bytes(p->links[0].bytes[0], a, sizeof a), fmt_bytes(p->links[0].bytes[1], b, sizeof b),
+            fmt_bytes(p->links[0].bytes[2], c, sizeof c), "GB/s", "");
+    for (uint32_t i = 0; i < p->n_links; i++) {
+        const sy_probe_link *l = &p->links[i];
+        char name[2 * SY_NAME_MAX + 4];
+        snprintf(name, sizeof name, "%s->%s", l->from, l->to);
+        if (l->error[0]) {
+            fprintf(f, "  %-22s not measured: %s\n", name, l->error);
+            continue;
+        }
+        char t0[32], t1[32], t2[32];
+        fprintf(f, "  %-22s %-12s %10s %10s %10s %10.2f %9s\n", name, l->method,
+                fmt_time(l->seconds[0], t0, sizeof t0), fmt_time(l->seconds[1], t1, sizeof t1),
+                fmt_time(l->seconds[2], t2, sizeof t2), l->bps / 1e9,
+                l->zero_copy ? "mappable" : "");
     }
 }

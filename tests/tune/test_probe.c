@@ -166,6 +166,135 @@ Test(probe, json_round_trips)
     sy_runtime_destroy(rt);
 }
 
+/* A runtime on the CPU plugin and, with |testdev|, the test device too
+ * (reference kernels, host-mapped buffers). */
+static sy_runtime *runtime_of(log_capture *c, bool testdev)
+{
+    sy_runtime_options o;
+    sy_runtime_options_init(&o);
+    o.log_fn = capture;
+    o.log_user = c;
+    o.plugin_path = testdev ? SY_TEST_CPU_PLUGIN ":" SY_TEST_PLUGIN_DIR "/testdev.so"
+                            : SY_TEST_CPU_PLUGIN;
+    o.no_default_paths = true;
+    sy_runtime *rt = NULL;
+    cr_assert_eq(sy_runtime_create(&o, &rt), SY_OK);
+    cr_assert_eq(sy_runtime_device_count(rt), testdev ? 2u : 1u);
+    return rt;
+}
+
+Test(probe, keeps_each_devices_entry_across_runtimes_with_other_devices)
+{
+    log_capture c = {0};
+    sy_runtime *cpu = runtime_of(&c, false), *both = runtime_of(&c, true);
+    sy_probe_options o = quick(NULL);
+    sy_probe *p = calloc(1, sizeof *p);
+    cr_assert_eq(sy_runtime_probe(cpu, &o, p), SY_OK, "%s", sy_runtime_last_error(cpu));
+    cr_expect_not(p->from_cache);
+    /* The CPU and the host come from the cache; only testdev and the two
+     * links are measured. */
+    cr_assert_eq(sy_runtime_probe(both, &o, p), SY_OK, "%s", sy_runtime_last_error(both));
+    cr_expect_not(p->from_cache);
+    cr_assert_eq(p->n_devices, 2u);
+    cr_expect_not(p->devices[0].measured_now, "the cpu was measured again");
+    cr_expect(p->devices[1].measured_now);
+    cr_expect_str_eq(p->devices[1].name, "testdev");
+    cr_expect_gt(p->devices[1].flops, 0.0, "%s", p->devices[1].error);
+    /* Neither runtime measures again: the file holds both. */
+    cr_assert_eq(sy_runtime_probe(cpu, &o, p), SY_OK);
+    cr_expect(p->from_cache, "the cpu-only runtime measured again");
+    cr_expect_eq(p->n_devices, 1u);
+    cr_expect_eq(p->n_links, 0u);
+    cr_assert_eq(sy_runtime_probe(both, &o, p), SY_OK);
+    cr_expect(p->from_cache, "the two-device runtime measured again");
+    cr_expect_eq(c.warnings, 0, "unexpected warning: %s", c.last);
+    free(p);
+    sy_runtime_destroy(both);
+    sy_runtime_destroy(cpu);
+}
+
+Test(probe, measures_copies_between_every_pair_of_devices)
+{
+    log_capture c = {0};
+    sy_runtime *rt = runtime_of(&c, true);
+    sy_probe_options o = quick(NULL);
+    o.no_cache = true;
+    sy_probe *p = calloc(1, sizeof *p);
+    cr_assert_eq(sy_runtime_probe(rt, &o, p), SY_OK, "%s", sy_runtime_last_error(rt));
+    cr_assert_eq(p->n_links, 2u);
+    for (uint32_t i = 0; i < p->n_links; i++) {
+        const sy_probe_link *l = &p->links[i];
+        cr_expect_str_eq(l->error, "");
+        cr_expect_str_neq(l->from, l->to);
+        /* Both sides map host memory: the executor copies straight into
+         * the destination. */
+        cr_expect_str_eq(l->method, "copy_out", "%s->%s by %s", l->from, l->to, l->method);
+        for (uint32_t k = 0; k < SY_PROBE_N_XFER_SIZES; k++) {
+            cr_expect_gt(l->bytes[k], 0u);
+            cr_expect_gt(l->seconds[k], 0.0);
+        }
+        cr_expect_gt(l->bps, 0.0);
+        cr_expect_str_eq(l->from_fingerprint, p->devices[strcmp(l->from, "cpu") ? 1 : 0].fingerprint);
+    }
+    /* And they survive the JSON round trip. */
+    char *json = NULL;
+    cr_assert_eq(sy_probe_to_json(p, &json), SY_OK);
+    sy_probe *q = calloc(1, sizeof *q);
+    char err[256];
+    cr_assert_eq(sy_probe_from_json(json, strlen(json), q, err, sizeof err), SY_OK, "%s", err);
+    cr_expect_eq(q->n_links, 2u);
+    cr_expect_str_eq(q->links[1].method, p->links[1].method);
+    cr_expect_float_eq(q->links[0].bps, p->links[0].bps, p->links[0].bps * 1e-12);
+    free(json);
+    free(q);
+    free(p);
+    sy_runtime_destroy(rt);
+}
+
+Test(probe, cache_only_says_not_found_until_the_first_probe)
+{
+    log_capture c = {0};
+    sy_runtime *rt = runtime(&c);
+    sy_probe_options o = quick(NULL);
+    o.cache_only = true;
+    sy_probe *p = calloc(1, sizeof *p);
+    cr_expect_eq(sy_runtime_probe(rt, &o, p), SY_E_NOT_FOUND);
+    cr_expect_neq(access(cache_file, F_OK), 0, "a cache-only query wrote %s", cache_file);
+    o.cache_only = false;
+    cr_assert_eq(sy_runtime_probe(rt, &o, p), SY_OK);
+    o.cache_only = true;
+    cr_expect_eq(sy_runtime_probe(rt, &o, p), SY_OK);
+    cr_expect(p->from_cache);
+    free(p);
+    sy_runtime_destroy(rt);
+}
+
+Test(probe, resolves_the_cache_path_from_the_environment_on_every_call)
+{
+    char path[1024];
+    setenv("XDG_CACHE_HOME", "/xdg/cache", 1);
+    setenv("HOME", "/home/someone", 1);
+    cr_assert_eq(sy_probe_default_cache_path(path, sizeof path), SY_OK);
+    cr_expect_str_eq(path, "/xdg/cache/switchyard/probe.json");
+    /* A relative XDG_CACHE_HOME is invalid by the XDG rules: ignored. */
+    setenv("XDG_CACHE_HOME", "relative/cache", 1);
+    cr_assert_eq(sy_probe_default_cache_path(path, sizeof path), SY_OK);
+    cr_expect_str_eq(path, "/home/someone/.cache/switchyard/probe.json");
+    setenv("XDG_CACHE_HOME", "", 1);
+    cr_assert_eq(sy_probe_default_cache_path(path, sizeof path), SY_OK);
+    cr_expect_str_eq(path, "/home/someone/.cache/switchyard/probe.json");
+    /* Without HOME the password database still names a home. */
+    unsetenv("HOME");
+    unsetenv("XDG_CACHE_HOME");
+    sy_status st = sy_probe_default_cache_path(path, sizeof path);
+    cr_expect(st == SY_OK || st == SY_E_NOT_FOUND);
+    if (st == SY_OK)
+        cr_expect(strstr(path, "/.cache/switchyard/probe.json") != NULL, "%s", path);
+    char tiny[8];
+    setenv("XDG_CACHE_HOME", "/xdg/cache", 1);
+    cr_expect_eq(sy_probe_default_cache_path(tiny, sizeof tiny), SY_E_LIMIT);
+}
+
 static sy_probe *fake_probe(uint64_t avail)
 {
     sy_probe *p = calloc(1, sizeof *p);
