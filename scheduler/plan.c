@@ -277,6 +277,10 @@ sy_status sy__plan_build(sy__plan_ctx *c, sy_plan **out_plan)
     for (uint32_t d = 0; d < c->D; d++) {
         p->dev_index[d] = c->dm[d].rt_index;
         memcpy(p->dev_name[d], c->dm[d].desc.name, SY_NAME_MAX);
+        const sy__profile *pf = c->dm[d].profile;
+        if (pf)
+            snprintf(p->dev_profile[d], sizeof p->dev_profile[d], "%.180s (%.60s)", pf->origin,
+                     pf->version);
     }
     p->nodes = calloc((size_t)c->n_nodes + 1, sizeof *p->nodes);
     p->order = malloc(((size_t)c->n_nodes + 1) * sizeof *p->order);

@@ -149,6 +149,9 @@ static void explain_table(const sy_plan *p, FILE *f)
     for (uint32_t d = 0; d < p->n_dev; d++)
         fprintf(f, "%s%s", d ? ", " : "", p->dev_name[d]);
     fprintf(f, "), policy %s\n", p->policy);
+    for (uint32_t d = 0; d < p->n_dev; d++)
+        fprintf(f, "profile %-12s %s\n", p->dev_name[d],
+                p->dev_profile[d][0] ? p->dev_profile[d] : "none (roofline defaults)");
     fprintf(f, "algorithm: %s; planned in %s\n", p->algorithm,
             fmt_time(p->planning_s, a, sizeof a));
     fprintf(f, "predicted step: %s = compute %s + %u transfer%s %s (%s)\n",
@@ -238,6 +241,10 @@ static cJSON *json_plan(const sy_plan *p)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddNumberToObject(o, "index", p->dev_index[d]);
         cJSON_AddStringToObject(o, "name", p->dev_name[d]);
+        if (p->dev_profile[d][0])
+            cJSON_AddStringToObject(o, "profile", p->dev_profile[d]);
+        else
+            cJSON_AddNullToObject(o, "profile");
         cJSON_AddNumberToObject(o, "weight_bytes", (double)p->mem[d].weight_bytes);
         cJSON_AddNumberToObject(o, "kv_bytes", (double)p->mem[d].kv_bytes);
         cJSON_AddNumberToObject(o, "activation_bytes", (double)p->mem[d].activation_bytes);

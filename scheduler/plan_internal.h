@@ -132,6 +132,7 @@ struct sy_plan {
     uint32_t n_nodes, n_tensors, n_dev;
     uint32_t dev_index[SY__MAX_PLAN_DEVICES];
     char dev_name[SY__MAX_PLAN_DEVICES][SY_NAME_MAX];
+    char dev_profile[SY__MAX_PLAN_DEVICES][256]; /* "path (version)", "" without one */
     sy__plan_node *nodes;
     uint32_t *order; /* nodes of every segment, concatenated */
     uint32_t n_order;
@@ -195,6 +196,10 @@ typedef struct sy__plan_ctx {
 sy_status sy__planner_fail(sy_planner *pl, sy_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 double sy__now(void);
+
+/* Loads the profile at |path| as sy_planner_load_profile() does, but only
+ * when it describes |device| (NULL: any); SY_E_NOT_FOUND otherwise. */
+sy_status sy__planner_load_profile_for(sy_planner *pl, const char *path, const char *device);
 
 /* planner_options.c: checks |o| against the runtime's devices into |req|.
  * Ownership: free req->pins. */

@@ -117,6 +117,11 @@ sy_status sy_planner_load_profile(sy_planner *pl, const char *path)
         return SY_E_INVALID_ARG;
     if (!path)
         return sy__planner_fail(pl, SY_E_INVALID_ARG, "load_profile: no path given");
+    return sy__planner_load_profile_for(pl, path, NULL);
+}
+
+sy_status sy__planner_load_profile_for(sy_planner *pl, const char *path, const char *device)
+{
     char *json = NULL;
     size_t len = 0;
     sy_status st = read_file(pl, path, &json, &len);
@@ -127,6 +132,12 @@ sy_status sy_planner_load_profile(sy_planner *pl, const char *path)
     free(json);
     if (st != SY_OK)
         return st;
+    if (device && strcmp(p->device, device) != 0) {
+        st = sy__planner_fail(pl, SY_E_NOT_FOUND, "profile '%s' describes device '%s', not '%s'",
+                              path, p->device, device);
+        sy__profile_destroy(p);
+        return st;
+    }
     uint32_t dev;
     if (sy_runtime_find_device(pl->rt, p->device, &dev) != SY_OK) {
         st = sy__planner_fail(pl, SY_E_NOT_FOUND,

@@ -24,7 +24,9 @@ static void usage(FILE *f)
         "  --policy POLICY    latency (default), energy, cpu-only or prefer:DEVICE\n"
         "  --mem DEV=SIZE     memory budget of a device (bytes, or K/M/G suffix)\n"
         "  --pin PATTERN=DEV  nodes whose name or op matches PATTERN run on DEV\n"
-        "  --profile FILE     load a device profile (profiles/schema.json)\n"
+        "  --profile FILE     load a device profile (profiles/schema.json) over the one\n"
+        "                     found by default ($SWITCHYARD_PROFILE_DIR, the tune output\n"
+        "                     dir, the shipped profiles/; docs/profiles.md)\n"
         "  --phase P          decode (default): one token after N; prefill: N tokens\n"
         "  --tokens N         see --phase (default 64)\n"
         "  --explain          print every node, transfer and the memory per device\n"
@@ -200,6 +202,7 @@ int sy_cli_plan(int argc, char **argv)
     }
     if (sy_planner_create(rt, &pl) != SY_OK)
         goto out_model;
+    sy_planner_load_default_profiles(pl, NULL);
     for (uint32_t k = 0; k < a.n_profiles; k++) {
         if (sy_planner_load_profile(pl, a.profiles[k]) != SY_OK) {
             fprintf(stderr, "switchyard plan: %s\n", sy_planner_last_error(pl));

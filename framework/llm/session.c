@@ -206,6 +206,8 @@ sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_sess
     s->plan_opts.pins = o.pins;
     s->plan_opts.n_pins = o.n_pins;
     st = sy_planner_create(rt, &s->planner);
+    if (st == SY_OK)
+        st = sy_planner_load_default_profiles(s->planner, NULL);
     if (st != SY_OK) {
         sy_session_destroy(s);
         return st;

@@ -506,7 +506,7 @@ static sy_status loader_scan_path_list(loader_search *s, const char *list)
 
 /* True when the libswitchyard in this process lives under the build root,
  * i.e. runs uninstalled, so that the build's plugins belong to it. */
-static bool loader_runs_from_build_tree(void)
+bool sy__runs_from_build_tree(void)
 {
     Dl_info info;
     if (!dladdr(&loader_anchor, &info) || !info.dli_fname)
@@ -549,7 +549,7 @@ sy_status sy__loader_load_all(sy_runtime *rt)
             goto out_free_seen;
     }
     if (!rt->no_default_paths) {
-        if (loader_runs_from_build_tree()) {
+        if (sy__runs_from_build_tree()) {
             st = loader_scan_build_tree(&s);
             if (st != SY_OK)
                 goto out_free_seen;

@@ -244,6 +244,52 @@ static void runtime_read_log_env(sy_runtime *rt)
                    "ignoring SWITCHYARD_LOG='%s': expected error, warn, info or debug", env);
 }
 
+#ifndef SY_PROFILE_SOURCE_DIR
+#error "SY_PROFILE_SOURCE_DIR must be defined by the build"
+#endif
+#ifndef SY_PROFILE_INSTALL_DIR
+#error "SY_PROFILE_INSTALL_DIR must be defined by the build"
+#endif
+
+/* Appends ":"|dir| (or |dir| first) to *path; false when out of memory. */
+static bool runtime_path_append(char **path, const char *dir, const char *suffix)
+{
+    char *grown = sy__strdup_printf("%s%s%s%s", *path ? *path : "", *path ? ":" : "", dir, suffix);
+    if (!grown)
+        return false;
+    free(*path);
+    *path = grown;
+    return true;
+}
+
+/* The profile search path (sy__runtime_profile_path): where `switchyard
+ * tune` writes (docs/probe.md) first, the shipped profiles last. */
+static sy_status runtime_resolve_profile_path(sy_runtime *rt)
+{
+    const char *env = getenv("SWITCHYARD_PROFILE_DIR");
+    bool ok = true;
+    if (env && env[0])
+        ok = runtime_path_append(&rt->profile_path, env, "");
+    if (!rt->no_default_paths) {
+        const char *xdg = getenv("XDG_DATA_HOME");
+        const char *home = getenv("HOME");
+        if (ok && xdg && xdg[0] == '/')
+            ok = runtime_path_append(&rt->profile_path, xdg, "/switchyard/profiles");
+        else if (ok && home && home[0])
+            ok = runtime_path_append(&rt->profile_path, home, "/.local/share/switchyard/profiles");
+        if (ok && sy__runs_from_build_tree())
+            ok = runtime_path_append(&rt->profile_path, SY_PROFILE_SOURCE_DIR, "");
+        if (ok)
+            ok = runtime_path_append(&rt->profile_path, SY_PROFILE_INSTALL_DIR, "");
+    }
+    return ok ? SY_OK : SY_E_NO_MEMORY;
+}
+
+const char *sy__runtime_profile_path(const sy_runtime *rt)
+{
+    return rt && rt->profile_path ? rt->profile_path : "";
+}
+
 sy_status sy_runtime_create(const sy_runtime_options *opts, sy_runtime **out_rt)
 {
     if (!out_rt)
@@ -277,6 +323,9 @@ sy_status sy_runtime_create(const sy_runtime_options *opts, sy_runtime **out_rt)
             goto out_destroy;
         }
     }
+    st = runtime_resolve_profile_path(rt);
+    if (st != SY_OK)
+        goto out_destroy;
     st = sy__loader_load_all(rt);
     if (st != SY_OK)
         goto out_destroy;
@@ -295,6 +344,7 @@ void sy_runtime_destroy(sy_runtime *rt)
     sy__loader_unload_all(rt);
     free(rt->plugin_path);
     free(rt->plugin_allow);
+    free(rt->profile_path);
     free(rt);
 }
 

@@ -52,6 +52,8 @@ struct sy_runtime {
     char *plugin_path;      /* from the options or $SWITCHYARD_PLUGIN_PATH, or NULL */
     bool no_default_paths;
     char *plugin_allow;     /* comma list of plugin names to load, or NULL: all */
+    char *profile_path;     /* ':'-separated directories searched for device profiles,
+                             * resolved at create (sy__runtime_profile_path) */
 
     sy__plugin **plugins;
     uint32_t plugin_count, plugin_cap;
@@ -81,6 +83,18 @@ char *sy__strdup_vprintf(const char *fmt, va_list ap) __attribute__((format(prin
  * already large enough.  Returns NULL when out of memory, and |items| and
  * *inout_cap are then unchanged and still valid. */
 void *sy__array_grow(void *items, uint32_t need, size_t elem_size, uint32_t *inout_cap);
+
+/* True when libswitchyard itself runs from the build tree it was built in
+ * (plugin_loader.c). */
+bool sy__runs_from_build_tree(void);
+
+/* The directories searched for device profiles, in order, ':'-separated:
+ * $SWITCHYARD_PROFILE_DIR (itself a list), then, unless no_default_paths,
+ * $XDG_DATA_HOME/switchyard/profiles (or ~/.local/share/switchyard/profiles),
+ * the source tree's profiles/ when running from the build tree, and the
+ * installed profiles.  Read once, when the runtime is created.
+ * Ownership: owned by |rt|. */
+const char *sy__runtime_profile_path(const sy_runtime *rt);
 
 /* Fills p->host with the services table for plugin |p|. */
 void sy__host_init(sy__plugin *p);

@@ -121,7 +121,8 @@ typedef void (*sy_log_fn)(void *user, sy_log_level level, const char *msg);
 typedef struct sy_runtime_options {
     uint32_t struct_size;      /* sizeof(sy_runtime_options) */
     const char *plugin_path;   /* colon list searched first; NULL: $SWITCHYARD_PLUGIN_PATH */
-    bool no_default_paths;     /* search only plugin_path / $SWITCHYARD_PLUGIN_PATH */
+    bool no_default_paths;     /* search only plugin_path / $SWITCHYARD_PLUGIN_PATH, and
+                                * only $SWITCHYARD_PROFILE_DIR for profiles */
     sy_log_fn log_fn;          /* NULL: messages at or above log_level go to stderr */
     void *log_user;
     sy_log_level log_level;    /* default SY_LOG_WARN; $SWITCHYARD_LOG overrides */
@@ -408,6 +409,20 @@ const char *sy_planner_last_error(const sy_planner *pl);
  * replaces the earlier one.  Empties the plan cache.
  * SY_E_FORMAT names the file and the field on malformed input. */
 sy_status sy_planner_load_profile(sy_planner *pl, const char *path);
+
+/* Loads, for every device of the planner's runtime, the first profile
+ * found along the profile search path, read when the runtime was created:
+ * $SWITCHYARD_PROFILE_DIR (a ':' list), then $XDG_DATA_HOME/switchyard/
+ * profiles (else ~/.local/share/switchyard/profiles), where `switchyard
+ * tune` writes, then the shipped profiles (the source tree's profiles/
+ * when running from the build tree, then the installed ones).  With the
+ * runtime option no_default_paths only $SWITCHYARD_PROFILE_DIR is searched.
+ * In each directory the device's file (named after it with ':' as '_':
+ * cpu.json, opencl_0.json) is tried, then its plugin's (opencl.json) if
+ * that describes this device.  A file that does not load is skipped with a warning
+ * naming it and why, and the search goes on.  Sessions call this.
+ * *out_loaded (may be NULL): devices that got a profile. */
+sy_status sy_planner_load_default_profiles(sy_planner *pl, uint32_t *out_loaded);
 
 /* Plans the frozen graph |g|: capability, costs, placement, transfers.
  * Returns the cached plan when a graph of the same signature (topology,
