@@ -36,6 +36,28 @@ bool sy_cli_parse_kv_type(const char *name, sy_dtype *out);
  * into so->context_policy and so->window; false when it is none of them. */
 bool sy_cli_parse_context_policy(const char *text, sy_session_options *so);
 
+struct sy_probe;
+
+/* Makes sure |rt|'s machine is probed (cli_probe.c): from the cache, or
+ * measured now with one line on stderr naming |cmd| (the first run on a
+ * machine).  SY_OK with *out_probe filled, else the probe's error (already
+ * printed).  |out_probe| is large: allocate it. */
+sy_status sy_cli_ensure_probe(sy_runtime *rt, const char *cmd, struct sy_probe *out_probe);
+
+/* Creates the runtime for |devices| (as sy_cli_runtime_for) for a command
+ * that runs or plans |model_path| (may be NULL), probes it as
+ * sy_cli_ensure_probe does, and, where neither SWITCHYARD_THREADS nor a
+ * flag chose the CPU's thread count, applies the auto-configured one
+ * (docs/probe.md) by setting SWITCHYARD_THREADS and creating the runtime
+ * again.  *out_probe is zeroed when no probe is available. */
+sy_runtime *sy_cli_runtime_probed(const char *cmd, const char *devices, const char *model_path,
+                                  struct sy_probe *out_probe);
+
+/* Sets so->n_ctx and so->kv_type for |m| by auto-configuration from |p|
+ * (may be NULL or empty: nothing changes), except the ones the user gave. */
+void sy_cli_autoconfig_session(const struct sy_probe *p, const sy_model *m, bool ctx_given,
+                               bool kv_given, sy_session_options *so);
+
 /* Creates a runtime with the CLI's defaults, printing the error on failure. */
 sy_runtime *sy_cli_runtime(void);
 

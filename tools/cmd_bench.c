@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "probe.h"
 
 #define BENCH_MAX_LIST 16
 #define BENCH_MAX_REPS 1000
@@ -35,6 +36,7 @@ typedef struct bench_opts {
     bool json;
     const char *device;
     sy_dtype kv_type;
+    bool kv_set; /* --kv-type given; else auto-configured (docs/probe.md) */
     uint64_t seed;
 } bench_opts;
 
@@ -267,9 +269,12 @@ static int bench_model(const bench_opts *o, const char *path, const char *thread
 {
     if (threads)
         setenv("SWITCHYARD_THREADS", threads, 1);
-    sy_runtime *rt = sy_cli_runtime();
-    if (!rt)
+    sy_probe *probe = calloc(1, sizeof *probe);
+    sy_runtime *rt = probe ? sy_cli_runtime_probed("bench", NULL, path, probe) : NULL;
+    if (!rt) {
+        free(probe);
         return 1;
+    }
     sy_model *m = NULL;
     int rc = 1;
     sy_status st = sy_model_open(rt, path, &m);
@@ -277,6 +282,15 @@ static int bench_model(const bench_opts *o, const char *path, const char *thread
         fprintf(stderr, "switchyard bench: %s\n", sy_runtime_last_error(rt));
         goto out_runtime;
     }
+    bench_opts local = *o;
+    if (!o->kv_set) {
+        sy_session_options so;
+        sy_session_options_init(&so);
+        so.kv_type = o->kv_type;
+        sy_cli_autoconfig_session(probe, m, true, false, &so);
+        local.kv_type = so.kv_type;
+    }
+    o = &local;
     bench_result *r = calloc(1, sizeof *r);
     if (!r)
         goto out_model;
@@ -307,6 +321,7 @@ out_model:
     sy_model_close(m);
 out_runtime:
     sy_runtime_destroy(rt);
+    free(probe);
     return rc;
 }
 
@@ -354,6 +369,7 @@ int sy_cli_bench(int argc, char **argv)
         } else if (strcmp(a, "--devices") == 0 || strcmp(a, "--device") == 0) {
             o.device = v;
         } else if (strcmp(a, "--kv-type") == 0) {
+            o.kv_set = true;
             if (!sy_cli_parse_kv_type(v, &o.kv_type))
                 ok = false, fprintf(stderr, "switchyard bench: --kv-type takes " SY_CLI_KV_TYPES
                                             ", got '%s'\n", v);

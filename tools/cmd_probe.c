@@ -12,12 +12,14 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: switchyard probe [--refresh] [--json] [--quick] [--cache FILE] [-m MODEL]\n"
+            "                        [--devices LIST]\n"
             "  --refresh      measure again even when the cache matches this machine\n"
             "  --json         print the probe as JSON (the cache file's format)\n"
             "  --quick        small buffers and few repetitions (about a second)\n"
             "  --cache FILE   cache file (default $XDG_CACHE_HOME/switchyard/probe.json)\n"
             "  -m MODEL       also print the thread count, context and KV precision chosen\n"
-            "                 for MODEL (docs/probe.md: auto-configuration)\n");
+            "                 for MODEL (docs/probe.md: auto-configuration)\n"
+            "  --devices LIST only the plugins of these devices (\"cpu,opencl:0\"; default all)\n");
 }
 
 static int print_autoconfig(sy_runtime *rt, const sy_probe *p, const char *path)
@@ -49,7 +51,7 @@ int sy_cli_probe(int argc, char **argv)
     sy_probe_options o;
     sy_probe_options_init(&o);
     bool json = false;
-    const char *model = NULL;
+    const char *model = NULL, *devices = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -63,6 +65,8 @@ int sy_cli_probe(int argc, char **argv)
             o.quick = true;
         } else if (strcmp(a, "--cache") == 0 && i + 1 < argc) {
             o.cache_path = argv[++i];
+        } else if ((strcmp(a, "--devices") == 0 || strcmp(a, "--device") == 0) && i + 1 < argc) {
+            devices = argv[++i];
         } else if ((strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) && i + 1 < argc) {
             model = argv[++i];
         } else {
@@ -71,7 +75,7 @@ int sy_cli_probe(int argc, char **argv)
             return 2;
         }
     }
-    sy_runtime *rt = sy_cli_runtime();
+    sy_runtime *rt = sy_cli_runtime_for(devices);
     if (!rt)
         return 1;
     sy_probe *p = calloc(1, sizeof *p);

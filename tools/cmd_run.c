@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "probe.h"
 
 /* Streams generated text to stdout.  With a stop text (a base model's
  * transcript turn ends at "\nUser:"), the bytes that may be the start of
@@ -59,6 +60,7 @@ static void usage(FILE *f)
             "                      [--repeat-penalty R] [--seed S] [--ctx N]\n"
             "                      [--kv-type " SY_CLI_KV_TYPES "] [--context-policy error|shift|window:W]\n"
             "                      [--keep N] [--devices LIST] [--policy P] [--truncate]\n"
+            "                      [--threads N]\n"
             "Generates up to N tokens (default 128) after PROMPT, streaming them, then prints\n"
 
             "load time, TTFT, prefill and decode tokens/s and peak RSS.  Without -m it uses\n"
@@ -71,7 +73,9 @@ static void usage(FILE *f)
             "  stops with an error; shift drops the older half of the tokens after the first\n"
             "  --keep ones (default: the chat prompt's system turn, or the BOS token) and\n"
             "  re-evaluates the rest; window:W lets every layer see only its last W tokens,\n"
-            "  so the context never fills (see docs/memory.md).\n",
+            "  so the context never fills (see docs/memory.md).\n"
+            "--threads, --ctx and --kv-type default to what the machine's probe suggests for\n"
+            "the model (docs/probe.md: auto-configuration; the first run probes, once).\n",
             SY_CLI_DEFAULT_MODEL);
 }
 
@@ -149,7 +153,7 @@ int sy_cli_run(int argc, char **argv)
 {
     const char *model = SY_CLI_DEFAULT_MODEL, *prompt = NULL;
     const char *system = NULL, *device = NULL;
-    bool chat = false, keep_set = false;
+    bool chat = false, keep_set = false, ctx_set = false, kv_set = false;
     sy_generate_params gp;
     sy_generate_params_init(&gp);
     sy_session_options so;
@@ -184,6 +188,7 @@ int sy_cli_run(int argc, char **argv)
                                 ", got '%s'\n", v);
                 return 2;
             }
+            kv_set = true;
         } else if (strcmp(a, "--context-policy") == 0) {
             i++;
             if (!sy_cli_parse_context_policy(v, &so)) {
@@ -225,6 +230,11 @@ int sy_cli_run(int argc, char **argv)
                 if (!parse_num(a, v, 1, 1 << 24, &num))
                     return 2;
                 so.n_ctx = (uint32_t)num;
+                ctx_set = true;
+            } else if (strcmp(a, "--threads") == 0) {
+                if (!parse_num(a, v, 1, 1024, &num))
+                    return 2;
+                setenv("SWITCHYARD_THREADS", v, 1);
             } else if (strcmp(a, "--keep") == 0) {
                 if (!parse_num(a, v, 0, 1 << 24, &num))
                     return 2;
@@ -244,9 +254,12 @@ int sy_cli_run(int argc, char **argv)
     if (!prompt)
         prompt = chat ? "Explain in two sentences why the sky is blue." : "The capital of France is";
 
-    sy_runtime *rt = sy_cli_runtime_for(device);
-    if (!rt)
+    sy_probe *probe = calloc(1, sizeof *probe);
+    sy_runtime *rt = probe ? sy_cli_runtime_probed("run", device, model, probe) : NULL;
+    if (!rt) {
+        free(probe);
         return 1;
+    }
     int rc = 1;
     sy_model *m = NULL;
     sy_session *s = NULL;
@@ -257,6 +270,7 @@ int sy_cli_run(int argc, char **argv)
         fprintf(stderr, "switchyard run: %s\n", sy_runtime_last_error(rt));
         goto out_rt;
     }
+    sy_cli_autoconfig_session(probe, m, ctx_set, kv_set, &so);
     if (so.context_policy == SY_CONTEXT_SHIFT && !keep_set)
         so.n_keep = default_keep(m, chat, system, prompt);
     st = sy_session_create(m, &so, &s);
@@ -330,5 +344,6 @@ out_model:
     sy_model_close(m);
 out_rt:
     sy_runtime_destroy(rt);
+    free(probe);
     return rc;
 }

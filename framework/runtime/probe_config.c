@@ -10,12 +10,17 @@
  * memory and attention time that most prompts do not use. */
 #define AUTO_CTX_CAP 4096u
 #define AUTO_CTX_MIN 256u
+/* Fewest threads the bandwidth rule trims to. */
+#define AUTO_MIN_TRIMMED 4u
 
 /* Threads: every usable physical core (prefill is compute-bound), trimmed
  * to the smallest count that already reaches 90% of the best measured read
- * bandwidth when that still keeps at least half the cores (decode streams
- * every weight once, so cores past bandwidth saturation only contend). */
-static void auto_threads(const sy_probe *p, sy_autoconfig *c)
+ * bandwidth when decode is bound by that bandwidth (the weights do not fit
+ * in the last-level cache, so every token streams them from memory) and
+ * the trimmed count still keeps at least half the cores and at least
+ * AUTO_MIN_TRIMMED threads (cores past bandwidth saturation only contend
+ * on decode, but a small machine needs all of them for prefill). */
+static void auto_threads(const sy_probe *p, const sy_autoconfig_model *m, sy_autoconfig *c)
 {
     uint32_t cores = p->cores_allowed ? p->cores_allowed : (p->cores ? p->cores : 1);
     c->n_threads = cores;
@@ -24,17 +29,21 @@ static void auto_threads(const sy_probe *p, sy_autoconfig *c)
     double best = sy_probe_host_read_bps(p);
     if (best <= 0 || p->n_host_bw < 2)
         return;
-    /* Bandwidth that stops growing means the memory bus, not the cores,
-     * limits decode: fewer threads leave the rest of the machine alone. */
+    if (p->l3_bytes && m->weight_bytes && m->weight_bytes <= p->l3_bytes) {
+        snprintf(c->why_threads + strlen(c->why_threads),
+                 sizeof c->why_threads - strlen(c->why_threads),
+                 "; the weights fit in the %.0f MiB last-level cache",
+                 (double)p->l3_bytes / (1024.0 * 1024.0));
+        return;
+    }
     for (uint32_t i = 0; i < p->n_host_bw; i++) {
         if (p->host_bw[i].read_bps >= 0.9 * best) {
             uint32_t t = p->host_bw[i].threads;
-            /* Prefill wants the cores; only trim when at least half remain. */
-            if (t < cores && t * 2 >= cores) {
+            if (t < cores && t * 2 >= cores && t >= AUTO_MIN_TRIMMED) {
                 c->n_threads = t;
                 snprintf(c->why_threads, sizeof c->why_threads,
                          "%u of %u cores already reach %.0f%% of the best read bandwidth "
-                         "(%.1f GB/s)",
+                         "(%.1f GB/s), which bounds decode",
                          t, cores, 100.0 * p->host_bw[i].read_bps / best, best / 1e9);
             }
             break;
@@ -49,7 +58,7 @@ sy_status sy_probe_autoconfig(const sy_probe *p, const sy_autoconfig_model *m,
         return SY_E_INVALID_ARG;
     sy_autoconfig *c = out_config;
     memset(c, 0, sizeof *c);
-    auto_threads(p, c);
+    auto_threads(p, m, c);
 
     /* Memory for the KV cache: what is available now minus the weights
      * (mapped, so they become resident), minus a reserve of 1/8 of the

@@ -638,9 +638,13 @@ Test(chat, run_chat_on_the_base_gemma_answers_and_stops_at_the_next_user_line)
         cr_skip_test("%s not fetched (tools/fetch-models.sh)", model);
     }
     fclose(f);
+    /* run probes the machine on first use: into the build tree, never the
+     * user's own cache. */
+    const char *build = getenv("SWITCHYARD_TEST_BUILD_DIR");
     snprintf(cmd, sizeof cmd,
-             "'%s' run -m '%s' --chat -p 'What is the capital of France?' -n 64 2>/dev/null",
-             SY_SWITCHYARD_BIN, model);
+             "XDG_CACHE_HOME='%s/xdg-cache' '%s' run -m '%s' --chat "
+             "-p 'What is the capital of France?' -n 64 2>/dev/null",
+             build && *build ? build : "/tmp", SY_SWITCHYARD_BIN, model);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p);
     size_t n = fread(out, 1, sizeof out - 1, p);

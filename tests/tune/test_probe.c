@@ -347,3 +347,34 @@ Test(autoconfig, keeps_f32_kv_only_when_it_is_cheap)
     cr_expect_eq(c.kv_type, SY_DTYPE_F32, "%s", c.why_kv);
     free(p);
 }
+
+Test(autoconfig, keeps_every_core_when_the_weights_fit_in_the_last_level_cache)
+{
+    sy_probe *p = fake_probe(64ull << 30);
+    p->l3_bytes = 256ull << 20;
+    /* Decode reads the weights from the cache, not memory: the bandwidth
+     * that saturates at 4 threads does not bound it. */
+    sy_autoconfig_model m = {.weight_bytes = 100u << 20, .n_layer = 30, .n_head_kv = 3,
+                             .head_dim = 64, .n_ctx_train = 8192};
+    sy_autoconfig c;
+    cr_assert_eq(sy_probe_autoconfig(p, &m, &c), SY_OK);
+    cr_expect_eq(c.n_threads, 8u, "%s", c.why_threads);
+    free(p);
+}
+
+Test(autoconfig, never_trims_a_small_machine_below_four_threads)
+{
+    /* Two cores where one already reaches 95% of the bandwidth: prefill
+     * still needs both. */
+    sy_probe *p = fake_probe(64ull << 30);
+    p->cores = p->cores_allowed = 2;
+    p->n_host_bw = 2;
+    p->host_bw[0] = (sy_probe_host_bw){.threads = 1, .read_bps = 3.8e9, .copy_bps = 7e9};
+    p->host_bw[1] = (sy_probe_host_bw){.threads = 2, .read_bps = 4.0e9, .copy_bps = 8e9};
+    sy_autoconfig_model m = {.weight_bytes = 4ull << 30, .n_layer = 32, .n_head_kv = 8,
+                             .head_dim = 128, .n_ctx_train = 4096};
+    sy_autoconfig c;
+    cr_assert_eq(sy_probe_autoconfig(p, &m, &c), SY_OK);
+    cr_expect_eq(c.n_threads, 2u, "%s", c.why_threads);
+    free(p);
+}

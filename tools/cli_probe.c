@@ -1,0 +1,172 @@
+/* The probe as the commands that run or plan models use it: the first
+ * time one of them needs device information on a machine, the probe runs
+ * (a few seconds, one line on stderr) and is cached; after that it is
+ * read from the cache.  Auto-configuration (docs/probe.md) picks the CPU
+ * thread count, the context and the KV precision wherever the user left
+ * them open. */
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "probe.h"
+
+extern char **environ;
+
+/* "cpu,opencl:0": the devices of |rt|, as --devices takes them. */
+static void device_list(const sy_runtime *rt, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (uint32_t i = 0; i < sy_runtime_device_count(rt); i++) {
+        sy_device_desc d;
+        if (sy_runtime_query_device(rt, i, &d) != SY_OK)
+            continue;
+        int w = snprintf(out + used, size - used, "%s%s", used ? "," : "", d.name);
+        if (w < 0 || (size_t)w >= size - used)
+            break;
+        used += (size_t)w;
+    }
+}
+
+/* Runs `switchyard probe --devices LIST` as a child process, so that the
+ * probe's buffers (half a GiB for host bandwidth) never count in this
+ * process's peak memory, nor its threads in its timings.  False when the
+ * child could not run or failed. */
+static bool probe_in_child(const sy_runtime *rt)
+{
+    char list[1024];
+    device_list(rt, list, sizeof list);
+    char *argv[] = {"switchyard", "probe", "--devices", list, NULL};
+    posix_spawn_file_actions_t fa;
+    if (posix_spawn_file_actions_init(&fa) != 0)
+        return false;
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    int err = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (err != 0)
+        return false;
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return false;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+sy_status sy_cli_ensure_probe(sy_runtime *rt, const char *cmd, sy_probe *out_probe)
+{
+    sy_probe_options o;
+    sy_probe_options_init(&o);
+    o.cache_only = true;
+    sy_status st = sy_runtime_probe(rt, &o, out_probe);
+    if (st != SY_E_NOT_FOUND)
+        return st;
+    char path[1024];
+    if (sy_probe_default_cache_path(path, sizeof path) != SY_OK)
+        snprintf(path, sizeof path, "nowhere (no home directory)");
+    fprintf(stderr,
+            "switchyard %s: measuring this machine's devices once (about %.0f s at most; cached "
+            "in %s)\n",
+            cmd, SY_PROBE_DEFAULT_BUDGET_S, path);
+    double t0 = sy__probe_now();
+    /* In a child when it can write the cache; in this process otherwise
+     * (then the measurement is still used, just not kept). */
+    if (!probe_in_child(rt) || sy_runtime_probe(rt, &o, out_probe) != SY_OK) {
+        o.cache_only = false;
+        st = sy_runtime_probe(rt, &o, out_probe);
+        if (st != SY_OK) {
+            fprintf(stderr, "switchyard %s: the probe failed (%s: %s); going on without it\n",
+                    cmd, sy_status_str(st), sy_runtime_last_error(rt));
+            return st;
+        }
+    }
+    double first = 0;
+    for (uint32_t i = 0; i < out_probe->n_devices; i++)
+        first += out_probe->devices[i].first_use_s;
+    double took = sy__probe_now() - t0;
+    fprintf(stderr, "switchyard %s: probed in %.1f s%s ('switchyard probe' shows the results)\n",
+            cmd, took - first, first > 0.5 ? " plus first-use kernel builds" : "");
+    return SY_OK;
+}
+
+/* What auto-configuration needs from a model file before it is opened: the
+ * file's size stands in for the weight bytes (the rest is a few MiB of
+ * metadata and vocabulary). */
+static sy_autoconfig_model model_from_file(const char *path)
+{
+    sy_autoconfig_model m = {0};
+    struct stat sb;
+    if (path && stat(path, &sb) == 0 && sb.st_size > 0)
+        m.weight_bytes = (uint64_t)sb.st_size;
+    return m;
+}
+
+static bool has_cpu_device(const sy_runtime *rt)
+{
+    uint32_t i;
+    return sy_runtime_find_device(rt, "cpu", &i) == SY_OK;
+}
+
+sy_runtime *sy_cli_runtime_probed(const char *cmd, const char *devices, const char *model_path,
+                                  sy_probe *out_probe)
+{
+    sy_runtime *rt = sy_cli_runtime_for(devices);
+    if (!rt)
+        return NULL;
+    memset(out_probe, 0, sizeof *out_probe);
+    if (sy_cli_ensure_probe(rt, cmd, out_probe) != SY_OK) {
+        memset(out_probe, 0, sizeof *out_probe);
+        return rt;
+    }
+    const char *env = getenv("SWITCHYARD_THREADS");
+    if ((env && env[0]) || !has_cpu_device(rt))
+        return rt;
+    /* The CPU plugin starts one lane per physical core unless told
+     * otherwise, and reads the count when it starts: a different choice
+     * means a new runtime (and, once, a probe of the CPU with that many
+     * threads, which the cache keeps beside the other). */
+    sy_autoconfig_model am = model_from_file(model_path);
+    sy_autoconfig ac;
+    if (sy_probe_autoconfig(out_probe, &am, &ac) != SY_OK || ac.n_threads == out_probe->cores)
+        return rt;
+    char n[16];
+    snprintf(n, sizeof n, "%u", ac.n_threads);
+    setenv("SWITCHYARD_THREADS", n, 1);
+    sy_runtime_destroy(rt);
+    rt = sy_cli_runtime_for(devices);
+    if (rt && sy_cli_ensure_probe(rt, cmd, out_probe) != SY_OK)
+        memset(out_probe, 0, sizeof *out_probe);
+    /* The plugin has read it; the next runtime (bench's next model) is
+     * configured afresh. */
+    unsetenv("SWITCHYARD_THREADS");
+    return rt;
+}
+
+void sy_cli_autoconfig_session(const sy_probe *p, const sy_model *m, bool ctx_given, bool kv_given,
+                               sy_session_options *so)
+{
+    if (!p || p->n_devices == 0 || (ctx_given && kv_given))
+        return;
+    sy_model_info mi;
+    if (sy_model_query_info(m, &mi) != SY_OK)
+        return;
+    sy_autoconfig_model am = {.weight_bytes = mi.weight_bytes,
+                              .n_layer = mi.n_layer,
+                              .n_head_kv = mi.n_head_kv,
+                              .head_dim = mi.head_dim,
+                              .n_ctx_train = mi.n_ctx_train};
+    sy_autoconfig ac;
+    if (sy_probe_autoconfig(p, &am, &ac) != SY_OK)
+        return;
+    if (!ctx_given)
+        so->n_ctx = ac.n_ctx;
+    if (!kv_given)
+        so->kv_type = ac.kv_type;
+}
