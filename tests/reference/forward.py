@@ -281,13 +281,34 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 # Model
 # --------------------------------------------------------------------------
 
+# KV cache element types: "f32" keeps the computed values; the others store
+# what a cache of that type would hold (float16 rounding, or a Q8_0/Q4_0
+# round trip through gguf's own quantiser), as the C runtime's --kv-type.
+KV_TYPES = ("f32", "f16", "q8_0", "q4_0")
+
+
+def kv_round(x: np.ndarray, kv_type: str) -> np.ndarray:
+    if kv_type == "f32":
+        return x
+    if kv_type == "f16":
+        return x.astype(np.float16).astype(x.dtype)
+    qt = {"q8_0": GGMLQuantizationType.Q8_0, "q4_0": GGMLQuantizationType.Q4_0}[kv_type]
+    rows = x.astype(np.float32).reshape(-1, x.shape[-1])
+    back = gguf.quants.dequantize(gguf.quants.quantize(rows, qt), qt)
+    return back.reshape(x.shape).astype(x.dtype)
+
+
 class KVCache:
-    def __init__(self, n_layer: int):
+    def __init__(self, n_layer: int, kv_type: str = "f32"):
+        if kv_type not in KV_TYPES:
+            raise ValueError("kv_type %r is not one of %s" % (kv_type, ", ".join(KV_TYPES)))
         self.k: List[Optional[np.ndarray]] = [None] * n_layer  # (T, n_kv, hd_k), post-rope
         self.v: List[Optional[np.ndarray]] = [None] * n_layer  # (T, n_kv, hd_v)
         self.n_past = 0
+        self.kv_type = kv_type
 
     def append(self, il: int, k: np.ndarray, v: np.ndarray):
+        k, v = kv_round(k, self.kv_type), kv_round(v, self.kv_type)
         if self.k[il] is None:
             self.k[il], self.v[il] = k, v
         else:
@@ -331,8 +352,8 @@ class Model:
         for name in self.file.tensors:
             self.w(name)
 
-    def new_cache(self) -> KVCache:
-        return KVCache(self.hp.n_layer)
+    def new_cache(self, kv_type: str = "f32") -> KVCache:
+        return KVCache(self.hp.n_layer, kv_type)
 
     def eval(self, tokens: Sequence[int], cache: Optional[KVCache] = None) -> np.ndarray:
         """Run `tokens` as one batch after the cache's n_past tokens.
@@ -436,16 +457,18 @@ def load(model_path: str, dtype=np.float32) -> Model:
 
 
 def forward(model_path: str, tokens: Sequence[int], n_past_split: Optional[int] = None,
-            dtype=np.float32) -> np.ndarray:
+            dtype=np.float32, kv_type: str = "f32") -> np.ndarray:
     """float32 logits (n_tokens, n_vocab) for every position of `tokens`.
 
     With n_past_split=K (0 < K < n), the first K tokens are evaluated as one
     batch and the rest as a second batch reusing the KV cache; the result must
     equal the single-batch one (useful to mirror the C runtime's n_past path).
+    kv_type (KV_TYPES) rounds the cached keys and values as a cache of that
+    type stores them.
     """
     m = load(model_path, dtype)
     tokens = list(tokens)
-    cache = m.new_cache()
+    cache = m.new_cache(kv_type)
     if n_past_split and 0 < n_past_split < len(tokens):
         a = m.eval(tokens[:n_past_split], cache)
         b = m.eval(tokens[n_past_split:], cache)
@@ -492,6 +515,8 @@ def main(argv=None) -> int:
                     help="dtype of weights and matmuls (default float32; norms, rope angles, "
                          "attention scores/softmax are float64 either way; float64 widens the "
                          "dequantised weights exactly and is slower)")
+    ap.add_argument("--kv-type", choices=list(KV_TYPES), default="f32",
+                    help="store the KV cache's keys and values as this type (default f32: exact)")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
 
@@ -500,7 +525,7 @@ def main(argv=None) -> int:
     m = load(args.model, np.float64 if args.dtype == "float64" else np.float32)
     m.preload()
     t1 = time.time()
-    logits = forward(args.model, tokens, args.n_past_split, m.dtype)
+    logits = forward(args.model, tokens, args.n_past_split, m.dtype, args.kv_type)
     t2 = time.time()
     if not args.quiet:
         print("model: %s" % m.hp.describe(), file=sys.stderr)
