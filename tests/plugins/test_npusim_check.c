@@ -4,6 +4,7 @@
  * that each one breaks. */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -60,6 +61,24 @@ Test(plugin_check, passes_on_the_cpu_plugin)
     expect_outcome(r, "matmul q4_k x f32 K=256 N=24 M=7", SY_PCHECK_PASS);
     expect_outcome(r, "two states on two threads at once", SY_PCHECK_PASS);
     sy_pcheck_report_destroy(r);
+}
+
+/* The same suite with each kernel table forced: a level this CPU cannot run
+ * falls back to the scalar table (with a warning), which must pass too. */
+Test(plugin_check, passes_on_the_cpu_plugin_at_every_isa_level, .timeout = 600)
+{
+    static const char *const levels[] = {"scalar", "avx2", "avxvnni", "avx512"};
+    char path[512];
+    nt_plugin_path("cpu/sy-cpu.so", path, sizeof path);
+    for (size_t i = 0; i < sizeof levels / sizeof levels[0]; i++) {
+        setenv("SWITCHYARD_CPU_ISA", levels[i], 1);
+        sy_pcheck_report *r = run_check(path, SY_PCHECK_TOL_AUTO);
+        cr_log_info("plugin-check cpu with SWITCHYARD_CPU_ISA=%s: %u passed", levels[i],
+                    r->passed);
+        expect_all_pass(r);
+        sy_pcheck_report_destroy(r);
+    }
+    unsetenv("SWITCHYARD_CPU_ISA");
 }
 
 Test(plugin_check, passes_on_npusim_with_its_refusals_reasoned)

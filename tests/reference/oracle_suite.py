@@ -30,8 +30,17 @@ broken cache for Q4_0, whose cost on SmolLM2 is ~17% of the logits' norm
 (measured: rel L2 1.6e-1 to 1.7e-1, argmax 0.81 to 0.91 over the scalar,
 avx2, avxvnni and avx512 kernels; Q8_0 1.2e-2, 63/64 with one near-tie).
 
+Every weight-type case (not the KV ones) runs first with the CPU plugin's
+default kernels (the best ISA level this CPU has), then again with each
+other level forced through SWITCHYARD_CPU_ISA, against the same reference
+logits: the synth models at every level (scalar, avx2, avxvnni, avx512),
+the real models at the SIMD levels (the scalar kernels take about two
+minutes per real model here; the synth cases cover their arithmetic).  A
+level the CPU cannot run is skipped; SY_ORACLE_ISAS overrides the list for
+every case ("" for the default kernels only).
+
 Usage: oracle_suite.py SWITCHYARD_BIN MODELS_DIR [--quick]
-Prints one line per case and ends with "N passed, N failed"."""
+Prints one line per case and level and ends with "N passed, N failed"."""
 
 import os
 import random
@@ -59,12 +68,34 @@ def run(cmd):
     return subprocess.run(cmd, check=False, capture_output=True, text=True)
 
 
-def c_logits(sy, model, tokens, out, kv_type):
-    r = run([sy, "eval", "-m", model, "--tokens", ",".join(map(str, tokens)), "-o", out,
-             "--split", str(SPLIT), "--kv-type", kv_type])
+ISA_LEVELS = ("scalar", "avx2", "avxvnni", "avx512")
+
+
+class LevelUnavailable(Exception):
+    pass
+
+
+def c_logits(sy, model, tokens, out, kv_type, isa=None):
+    env = dict(os.environ)
+    if isa:
+        env["SWITCHYARD_CPU_ISA"] = isa
+    r = subprocess.run([sy, "eval", "-m", model, "--tokens", ",".join(map(str, tokens)),
+                        "-o", out, "--split", str(SPLIT), "--kv-type", kv_type],
+                       check=False, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         raise RuntimeError("switchyard eval failed: " + r.stderr.strip())
+    if isa and "' is not available here" in r.stderr:
+        raise LevelUnavailable(isa)
     return np.fromfile(out, dtype="<f4").reshape(len(tokens), -1)
+
+
+def default_level(sy):
+    """The CPU plugin's automatic choice, from its driver string."""
+    r = run([sy, "devices", "--json"])
+    for level in ISA_LEVELS:
+        if f"({level} kernels" in r.stdout:
+            return level
+    return None
 
 
 def prompt_tokens(sy, model, out):
@@ -86,14 +117,32 @@ KV_PRESETS = {
 }
 
 
-def check(name, sy, model, tokens, preset, work, kv_ref=None):
+def check(name, sy, model, tokens, preset, work, kv_ref=None, levels=()):
+    """Returns (passed, failed) over the default kernels and |levels|."""
     # F32/F16 weights are held to 1e-3 and every argmax: the default F16 KV
     # cache alone adds ~4e-4 and flips near-ties of the flat synth logits, so
     # those cases keep the cache in F32 and measure the weights' path.
     # kv_ref: a quantised KV type, used by both sides.
     kv = kv_ref or ("f32" if preset == "float" else "f16")
-    got = c_logits(sy, model, tokens, os.path.join(work, "c.bin"), kv)
     want = forward.forward(model, tokens, kv_type=kv_ref or "f32")
+    passed = failed = 0
+    for level in (None,) + tuple(levels):
+        label = name if level is None else f"{name} [isa {level}]"
+        try:
+            got = c_logits(sy, model, tokens, os.path.join(work, "c.bin"), kv, level)
+            ok = judge(label, got, want, preset)
+        except LevelUnavailable:
+            print(f"SKIP {label}: this CPU cannot run it", flush=True)
+            continue
+        except Exception as e:  # a crash is a failure, not a skip
+            print(f"FAIL {label}: {e}", flush=True)
+            ok = False
+        passed += ok
+        failed += not ok
+    return passed, failed
+
+
+def judge(name, got, want, preset):
     p = dict(compare.PRESETS.get(preset) or KV_PRESETS[preset])
     tie_tol = p.get("tie_tol", 0.0)
     m = compare.compare(got, want, tie_tol)
@@ -120,15 +169,20 @@ def main():
     seed = int(os.environ.get("SY_ORACLE_SEED", random.randrange(1 << 30)))
     print(f"oracle seed {seed} (set SY_ORACLE_SEED to repeat)")
     rng = random.Random(seed)
+    env_levels = os.environ.get("SY_ORACLE_ISAS")
+    levels = ([x for x in env_levels.split(",") if x] if env_levels is not None
+              else [x for x in ISA_LEVELS if x != default_level(sy)])
+    # The scalar kernels take minutes on a real model.
+    real_levels = levels if env_levels is not None else [x for x in levels if x != "scalar"]
     passed = failed = 0
     with tempfile.TemporaryDirectory() as work:
         cases = []
         for fname in ("SmolLM2-135M-Instruct.Q4_1.gguf", "gemma-3-270m-q4_k_m.gguf"):
             path = os.path.join(models, fname)
-            cases.append((fname, path, None, "quant", None))
+            cases.append((fname, path, None, "quant", None, real_levels))
         smol = os.path.join(models, "SmolLM2-135M-Instruct.Q4_1.gguf")
         for kv in ("q8_0", "q4_0"):
-            cases.append((f"SmolLM2-135M-Instruct.Q4_1.gguf kv {kv}", smol, None, "kv-" + kv, kv))
+            cases.append((f"SmolLM2-135M-Instruct.Q4_1.gguf kv {kv}", smol, None, "kv-" + kv, kv, ()))
         types = ["f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q4_k", "q5_k", "q6_k"]
         for arch in ("llama", "qwen2", "gemma3"):
             for t in (types[:3] if quick else types):
@@ -144,25 +198,25 @@ def main():
                     continue
                 ids = [rng.randrange(0, 512) for _ in range(N_TOKENS)]
                 cases.append((f"synth {arch} {t}", path, ids, "float" if t in ("f32", "f16") else "quant",
-                              None))
+                              None, levels))
                 # Quantised KV on float weights (see the top of the file).
                 if t == "f32" and arch == "llama":
                     for kv in ("q8_0", "q4_0"):
-                        cases.append((f"synth {arch} {t} kv {kv}", path, ids, "float", kv))
+                        cases.append((f"synth {arch} {t} kv {kv}", path, ids, "float", kv, ()))
                 if t == "f32" and arch == "gemma3":
-                    cases.append((f"synth {arch} {t} kv q8_0", path, ids, "kv-synth", "q8_0"))
-        for name, path, ids, preset, kv_ref in cases:
+                    cases.append((f"synth {arch} {t} kv q8_0", path, ids, "kv-synth", "q8_0", ()))
+        for name, path, ids, preset, kv_ref, case_levels in cases:
             try:
                 if ids is None:
                     if not os.path.exists(path):
                         raise RuntimeError(f"{path} missing: run tools/fetch-models.sh")
                     ids = prompt_tokens(sy, path, os.path.join(work, "p.bin"))
-                ok = check(name, sy, path, ids, preset, work, kv_ref)
+                p, f = check(name, sy, path, ids, preset, work, kv_ref, case_levels)
             except Exception as e:  # a crash or a missing file is a failure, not a skip
                 print(f"FAIL {name}: {e}", flush=True)
-                ok = False
-            passed += ok
-            failed += not ok
+                p, f = 0, 1
+            passed += p
+            failed += f
     print(f"{passed} passed, {failed} failed")
     return 0 if failed == 0 else 1
 
