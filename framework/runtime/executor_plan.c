@@ -1,51 +1,120 @@
-/* Multi-device executor: runs a frozen graph by a scheduler plan.
+/* Multi-device executor: runs frozen graphs by scheduler plans, keeping
+ * between runs what can be kept.
  *
- * Storage: one buffer per (root tensor, device) that needs it.  Leaves go
- * to their home device (imported zero-copy where the device shares host
- * memory, else copied in; zeros without host data); activations are
- * allocated on the device that makes them; a transfer step gives the
- * destination its own buffer of the root and fills the span the value
- * covers: mapped without a copy where the source's memory is host memory
- * the destination can import, else by the plugin's copy_device within a
- * plugin, else through copy_out/copy_in (straight into or out of mapped
- * memory where one side is mapped, through a staging buffer otherwise).
- * Segments run in plan order, each followed by synchronize().  Marked
- * outputs, and leaves written through views, are copied back from the
- * device that wrote them.
+ * Storage.  Activations live in one arena per device, laid out by the
+ * memory planner (scheduler/memplan.c) from the graph's own sizes: each
+ * activation a device makes or receives has an offset there, and bytes
+ * are reused between activations whose lifetimes in the plan's run order
+ * do not overlap.  The arena is allocated once and grown when a run needs
+ * more; layouts of the last few (plan, shapes) are cached.  Weights (role
+ * WEIGHT, with host data) are kept: wrapped zero-copy on a device that
+ * shares host memory, else uploaded once; both are reused by every later
+ * run (weights must not change while the executor lives).  Other leaves
+ * (KV caches, inputs) are wrapped or copied in on every run, as their
+ * host contents change between runs; so are zeros for leaves without host
+ * data.
+ *
+ * Transfers fill the destination's copy of the span a value covers: a
+ * device sharing host memory maps the source's host memory (the memory
+ * plan keeps the source's bytes alive while the mapping is read), else
+ * the plugin's copy_device within a plugin, else copy_out/copy_in
+ * straight into or out of mapped memory, else through a staging buffer.
+ * A weight moving to another device is the kept copy of that weight
+ * there.  Segments run in plan order, each followed by synchronize().
+ * Marked outputs, and leaves written through views, are copied back from
+ * the device that wrote them.
  *
  * The binding, import and copy-back rules are those of executor_single.c,
  * written again here over (tensor, device) pairs rather than shared: its
- * helpers are static and one-device-shaped, and reshaping them would
- * change the runtime engineer's file. */
+ * helpers are static and one-device-shaped. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "memplan.h"
 #include "plan_internal.h"
 #include "runtime_internal.h"
 
+/* Arena layouts an executor keeps: a session uses one per prefill chunk
+ * length and one per decode shape class. */
+#define XP_LAYOUTS 8u
+
+enum {
+    XP_PRIVATE = 1u << 0,   /* this run's own buffer, freed after it */
+    XP_WRAPPED = 1u << 1,   /* wraps host memory: no device bytes of its own */
+    XP_FROM_HOST = 1u << 2  /* wraps the tensor's own host data */
+};
+
+/* Where a root tensor's bytes are on one device slot during a run. */
+typedef struct xp_bind {
+    void *buf;    /* plugin buffer, NULL when none */
+    uint64_t off; /* byte 0 of the root in |buf| */
+    char *host;   /* host address of byte 0, or NULL when not mapped */
+    uint8_t flags;
+} xp_bind;
+
+/* A weight kept on a device between runs. */
+typedef struct xp_kept {
+    const void *host;
+    uint64_t size;
+    uint32_t dev; /* runtime device index */
+    bool imported;
+    void *buf;
+} xp_kept;
+
+typedef struct xp_device {
+    void *arena;
+    uint64_t arena_size;
+    char *arena_host;
+    uint64_t now, peak, weights; /* bytes held: all, most at once, kept weights */
+} xp_device;
+
+typedef struct xp_layout {
+    sy_plan *plan; /* a reference, so the pointer stays this plan's */
+    uint64_t sig;
+    uint64_t last_use;
+    sy__memplan mp;
+} xp_layout;
+
+struct sy_executor {
+    sy_runtime *rt;
+    uint32_t n_dev; /* the runtime's devices */
+    xp_device *dev;
+    xp_kept *kept;
+    uint32_t n_kept, cap_kept;
+    uint32_t *kept_index; /* open addressing over kept[], SY__NONE empty */
+    uint32_t index_cap;   /* power of two */
+    xp_layout layouts[XP_LAYOUTS];
+    uint64_t tick;
+    /* scratch of one run, kept to spare the allocations */
+    xp_bind *bind;
+    uint8_t *writer;
+    sy_node **nodes;
+    size_t cap_bind, cap_writer, cap_nodes;
+};
+
+/* One run of a graph. */
 typedef struct xp_run {
+    sy_executor *x;
     sy_runtime *rt;
     sy_graph *g;
     const sy_plan *plan;
+    const sy__memplan *mp;
     uint32_t n_tensors, D;
     const sy__device *dev[SY__MAX_PLAN_DEVICES];
-    void **buf;         /* n_tensors * D: buffer of a root tensor on a device slot */
-    uint8_t *from_host; /* n_tensors * D: the buffer wraps the tensor's own host data */
-    uint8_t *writer;    /* per root leaf: slot that last wrote it through a view */
-    sy_node **nodes;    /* scratch list for execute() */
+    xp_device *ds[SY__MAX_PLAN_DEVICES];
 } xp_run;
 
-static void **xp_buf(xp_run *r, uint32_t t, uint32_t d)
+static xp_bind *xp_at(xp_run *r, uint32_t t, uint32_t d)
 {
-    return &r->buf[(size_t)t * r->D + d];
+    return &r->x->bind[(size_t)t * r->D + d];
 }
 
-static void *xp_host_ptr(const xp_run *r, uint32_t d, void *buffer)
+static void *xp_host_ptr(const sy__device *dev, void *buffer)
 {
-    const sy__plugin *p = r->dev[d]->plugin;
+    const sy__plugin *p = dev->plugin;
     if (!buffer || !p->desc.buffer_host_ptr)
         return NULL;
-    return p->desc.buffer_host_ptr(p->state, r->dev[d]->index, buffer);
+    return p->desc.buffer_host_ptr(p->state, dev->index, buffer);
 }
 
 static sy_status xp_fail(xp_run *r, sy_status st, uint32_t d, const char *what, const char *name,
@@ -56,6 +125,238 @@ static sy_status xp_fail(xp_run *r, sy_status st, uint32_t d, const char *what, 
                           sy_status_name(st));
     return st;
 }
+
+/* Allocates |size| bytes on runtime device |di|, counting them. */
+static sy_status xp_dev_alloc(sy_executor *x, uint32_t di, uint64_t size, void **out)
+{
+    const sy__device *dev = &x->rt->devices[di];
+    sy_status st = dev->plugin->desc.buffer_alloc(dev->plugin->state, dev->index,
+                                                  size ? size : 1, out);
+    if (st != SY_OK) {
+        *out = NULL;
+        return st;
+    }
+    xp_device *ds = &x->dev[di];
+    ds->now += size;
+    if (ds->now > ds->peak)
+        ds->peak = ds->now;
+    return SY_OK;
+}
+
+static void xp_dev_free(sy_executor *x, uint32_t di, void *buf, uint64_t size)
+{
+    if (!buf)
+        return;
+    const sy__device *dev = &x->rt->devices[di];
+    dev->plugin->desc.buffer_free(dev->plugin->state, dev->index, buf);
+    x->dev[di].now -= size;
+}
+
+/* ---------------------------------------------------------------- kept */
+
+static uint32_t kept_hash(const void *host, uint64_t size, uint32_t dev)
+{
+    uint64_t h = (uint64_t)(uintptr_t)host * 0x9e3779b97f4a7c15ull;
+    h ^= (size + dev) * 0xbf58476d1ce4e5b9ull;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static xp_kept *kept_find(sy_executor *x, const void *host, uint64_t size, uint32_t dev)
+{
+    if (!x->index_cap)
+        return NULL;
+    for (uint32_t h = kept_hash(host, size, dev) & (x->index_cap - 1);;
+         h = (h + 1) & (x->index_cap - 1)) {
+        uint32_t k = x->kept_index[h];
+        if (k == SY__NONE)
+            return NULL;
+        xp_kept *e = &x->kept[k];
+        if (e->host == host && e->size == size && e->dev == dev)
+            return e;
+    }
+}
+
+static sy_status kept_add(sy_executor *x, const xp_kept *e)
+{
+    if (x->n_kept == x->cap_kept) {
+        uint32_t cap = x->cap_kept ? x->cap_kept * 2 : 256;
+        xp_kept *grown = realloc(x->kept, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return SY_E_NO_MEMORY;
+        x->kept = grown;
+        x->cap_kept = cap;
+    }
+    if ((uint64_t)(x->n_kept + 1) * 2 > x->index_cap) {
+        uint32_t cap = x->index_cap ? x->index_cap * 2 : 512;
+        uint32_t *index = malloc((size_t)cap * sizeof *index);
+        if (!index)
+            return SY_E_NO_MEMORY;
+        memset(index, 0xff, (size_t)cap * sizeof *index);
+        for (uint32_t k = 0; k < x->n_kept; k++) {
+            uint32_t h = kept_hash(x->kept[k].host, x->kept[k].size, x->kept[k].dev) & (cap - 1);
+            while (index[h] != SY__NONE)
+                h = (h + 1) & (cap - 1);
+            index[h] = k;
+        }
+        free(x->kept_index);
+        x->kept_index = index;
+        x->index_cap = cap;
+    }
+    uint32_t h = kept_hash(e->host, e->size, e->dev) & (x->index_cap - 1);
+    while (x->kept_index[h] != SY__NONE)
+        h = (h + 1) & (x->index_cap - 1);
+    x->kept_index[h] = x->n_kept;
+    x->kept[x->n_kept++] = *e;
+    return SY_OK;
+}
+
+/* Binds weight |t| on slot |d| to its kept copy there, wrapping or
+ * uploading it the first time.  SY_E_UNSUPPORTED when |t| is not a weight
+ * that can be kept (the caller then handles it per run). */
+static sy_status xp_keep_weight(xp_run *r, const sy_tensor *t, uint32_t d)
+{
+    void *host = sy_graph_host_data(r->g, t);
+    uint64_t size = sy_tensor_nbytes(t);
+    if (t->role != SY_ROLE_WEIGHT || !host || size == 0)
+        return SY_E_UNSUPPORTED;
+    uint32_t di = r->plan->dev_index[d];
+    const sy__device *dev = r->dev[d];
+    const sy__plugin *p = dev->plugin;
+    xp_kept *e = kept_find(r->x, host, size, di);
+    if (!e) {
+        xp_kept k = {.host = host, .size = size, .dev = di};
+        if (dev->desc.unified_memory && p->desc.buffer_import_host &&
+            p->desc.buffer_import_host(p->state, dev->index, host, size, &k.buf) == SY_OK) {
+            k.imported = true;
+        } else {
+            sy_status st = xp_dev_alloc(r->x, di, size, &k.buf);
+            if (st != SY_OK)
+                return xp_fail(r, st, d, "buffer_alloc", t->name, size);
+            st = p->desc.copy_in(p->state, dev->index, k.buf, 0, host, size);
+            if (st != SY_OK) {
+                xp_dev_free(r->x, di, k.buf, size);
+                return xp_fail(r, st, d, "copy_in", t->name, size);
+            }
+            r->x->dev[di].weights += size;
+        }
+        if (kept_add(r->x, &k) != SY_OK) {
+            if (k.imported)
+                p->desc.buffer_free(p->state, dev->index, k.buf);
+            else
+                xp_dev_free(r->x, di, k.buf, size);
+            sy__runtime_set_error(r->rt, "out of memory keeping weight '%s'", t->name);
+            return SY_E_NO_MEMORY;
+        }
+        e = &r->x->kept[r->x->n_kept - 1];
+    }
+    xp_bind *b = xp_at(r, t->id, d);
+    b->buf = e->buf;
+    b->off = 0;
+    b->host = e->imported ? (char *)host : xp_host_ptr(dev, e->buf);
+    b->flags = e->imported ? XP_FROM_HOST : 0;
+    return SY_OK;
+}
+
+/* -------------------------------------------------------------- layouts */
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    return (h ^ v) * 0x100000001b3ull;
+}
+
+/* What an arena layout depends on besides the plan: the graph's wiring
+ * and sizes (a plan serves every graph of its shape class). */
+static uint64_t graph_sig(const sy_graph *g)
+{
+    uint32_t nt = sy_graph_tensor_count(g), nn = sy_graph_node_count(g);
+    uint64_t h = mix(mix(0xcbf29ce484222325ull, nt), nn);
+    for (uint32_t i = 0; i < nt; i++) {
+        const sy_tensor *t = sy_graph_tensor(g, i);
+        h = mix(h, sy_tensor_nbytes(t));
+        h = mix(h, t->view_src ? t->view_src->id : SY__NONE);
+        h = mix(h, sy_graph_is_output(g, t));
+    }
+    for (uint32_t i = 0; i < nn; i++) {
+        const sy_node *n = sy_graph_node(g, i);
+        h = mix(h, n->output->id);
+        for (uint32_t j = 0; j < n->n_inputs; j++)
+            h = mix(h, n->inputs[j]->id);
+    }
+    return h;
+}
+
+/* Transfers that map instead of copy: between devices that share host
+ * memory, into one that can wrap it. */
+static void alias_masks(const xp_run *r, uint8_t out[SY__MAX_PLAN_DEVICES])
+{
+    memset(out, 0, SY__MAX_PLAN_DEVICES);
+    for (uint32_t s = 0; s < r->D; s++)
+        for (uint32_t d = 0; d < r->D; d++)
+            if (s != d && r->dev[s]->desc.unified_memory && r->dev[d]->desc.unified_memory &&
+                r->dev[d]->plugin->desc.buffer_import_host)
+                out[s] |= (uint8_t)(1u << d);
+}
+
+static sy_status xp_layout_get(xp_run *r)
+{
+    sy_executor *x = r->x;
+    uint64_t sig = graph_sig(r->g);
+    xp_layout *slot = &x->layouts[0];
+    for (uint32_t k = 0; k < XP_LAYOUTS; k++) {
+        xp_layout *l = &x->layouts[k];
+        if (l->plan == r->plan && l->sig == sig) {
+            l->last_use = ++x->tick;
+            r->mp = &l->mp;
+            return SY_OK;
+        }
+        if (!l->plan || (slot->plan && l->last_use < slot->last_use))
+            slot = l;
+    }
+    sy__memplan mp;
+    uint8_t alias_to[SY__MAX_PLAN_DEVICES];
+    alias_masks(r, alias_to);
+    char err[256];
+    sy_status st = sy__memplan_build(r->g, r->plan, alias_to, SY__MEMPLAN_ALIGN, &mp, err,
+                                     sizeof err);
+    if (st != SY_OK) {
+        sy__runtime_set_error(r->rt, "execute_plan: %s", err);
+        return st;
+    }
+    if (slot->plan) {
+        sy__memplan_free(&slot->mp);
+        sy_plan_release(slot->plan);
+    }
+    sy_plan_retain((sy_plan *)r->plan);
+    *slot = (xp_layout){.plan = (sy_plan *)r->plan, .sig = sig, .last_use = ++x->tick, .mp = mp};
+    r->mp = &slot->mp;
+    return SY_OK;
+}
+
+/* Gives slot |d|'s device an arena of at least |need| bytes. */
+static sy_status xp_arena(xp_run *r, uint32_t d, uint64_t need)
+{
+    xp_device *ds = r->ds[d];
+    if (need <= ds->arena_size)
+        return SY_OK;
+    uint32_t di = r->plan->dev_index[d];
+    xp_dev_free(r->x, di, ds->arena, ds->arena_size);
+    ds->arena = NULL;
+    ds->arena_size = 0;
+    ds->arena_host = NULL;
+    sy_status st = xp_dev_alloc(r->x, di, need, &ds->arena);
+    if (st != SY_OK) {
+        sy__runtime_set_error(r->rt,
+                              "device '%s': the activation arena of %llu bytes could not be "
+                              "allocated: %s",
+                              r->dev[d]->desc.name, (unsigned long long)need, sy_status_name(st));
+        return st;
+    }
+    ds->arena_size = need;
+    ds->arena_host = xp_host_ptr(r->dev[d], ds->arena);
+    return SY_OK;
+}
+
+/* ---------------------------------------------------------------- a run */
 
 /* Checks the plan against the graph before anything is allocated. */
 static sy_status xp_check(xp_run *r)
@@ -70,7 +371,8 @@ static sy_status xp_check(xp_run *r)
         return SY_E_INVALID_ARG;
     }
     for (uint32_t d = 0; d < r->D; d++) {
-        if (plan->dev_index[d] >= r->rt->device_count) {
+        if (plan->dev_index[d] >= r->rt->device_count ||
+            plan->dev_index[d] >= r->x->n_dev) {
             sy__runtime_set_error(r->rt,
                                   "execute_plan: the plan names device %u, the runtime "
                                   "has %u",
@@ -78,6 +380,7 @@ static sy_status xp_check(xp_run *r)
             return SY_E_NOT_FOUND;
         }
         r->dev[d] = &r->rt->devices[plan->dev_index[d]];
+        r->ds[d] = &r->x->dev[plan->dev_index[d]];
     }
     for (uint32_t i = 0; i < plan->n_nodes; i++) {
         const sy_node *n = sy_graph_node(r->g, i);
@@ -117,39 +420,53 @@ static sy_status xp_check(xp_run *r)
     return SY_OK;
 }
 
-static sy_status xp_alloc(xp_run *r, const sy_tensor *root, uint32_t d)
+/* Gives root |t| a buffer of its own on slot |d| for this run. */
+static sy_status xp_private(xp_run *r, const sy_tensor *t, uint32_t d)
 {
-    void **b = xp_buf(r, root->id, d);
-    if (*b)
-        return SY_OK;
-    const sy__plugin *p = r->dev[d]->plugin;
-    uint64_t size = sy_tensor_nbytes(root);
-    sy_status st = p->desc.buffer_alloc(p->state, r->dev[d]->index, size ? size : 1, b);
-    if (st != SY_OK) {
-        *b = NULL;
-        return xp_fail(r, st, d, "buffer_alloc", root->name, size);
-    }
+    xp_bind *b = xp_at(r, t->id, d);
+    uint64_t size = sy_tensor_nbytes(t);
+    sy_status st = xp_dev_alloc(r->x, r->plan->dev_index[d], size, &b->buf);
+    if (st != SY_OK)
+        return xp_fail(r, st, d, "buffer_alloc", t->name, size);
+    b->off = 0;
+    b->host = xp_host_ptr(r->dev[d], b->buf);
+    b->flags = XP_PRIVATE;
     return SY_OK;
 }
 
-/* Puts a leaf on its home device: imported, copied in, or zeroed. */
-static sy_status xp_place_leaf(xp_run *r, sy_tensor *t, uint32_t d)
+/* Wraps host memory |host| holding root |t| on slot |d| for this run;
+ * false when the device cannot. */
+static bool xp_wrap(xp_run *r, const sy_tensor *t, uint32_t d, char *host, uint8_t flags)
 {
     const sy__plugin *p = r->dev[d]->plugin;
-    uint32_t di = r->dev[d]->index;
+    if (!host || !r->dev[d]->desc.unified_memory || !p->desc.buffer_import_host)
+        return false;
+    xp_bind *b = xp_at(r, t->id, d);
+    if (p->desc.buffer_import_host(p->state, r->dev[d]->index, host, sy_tensor_nbytes(t),
+                                   &b->buf) != SY_OK) {
+        b->buf = NULL; /* refused (alignment, pinning): copying is always correct */
+        return false;
+    }
+    b->off = 0;
+    b->host = host;
+    b->flags = (uint8_t)(XP_PRIVATE | XP_WRAPPED | flags);
+    return true;
+}
+
+/* Puts a leaf on its home device: kept (weights), wrapped, copied in, or
+ * zeroed. */
+static sy_status xp_place_leaf(xp_run *r, sy_tensor *t, uint32_t d)
+{
     uint64_t size = sy_tensor_nbytes(t);
-    void *host = sy_graph_host_data(r->g, t);
-    void **b = xp_buf(r, t->id, d);
     if (size == 0)
         return SY_OK;
-    if (host && r->dev[d]->desc.unified_memory && p->desc.buffer_import_host) {
-        if (p->desc.buffer_import_host(p->state, di, host, size, b) == SY_OK) {
-            r->from_host[(size_t)t->id * r->D + d] = 1;
-            return SY_OK;
-        }
-        *b = NULL; /* refused (alignment, pinning): copying is always correct */
-    }
-    sy_status st = xp_alloc(r, t, d);
+    sy_status st = xp_keep_weight(r, t, d);
+    if (st != SY_E_UNSUPPORTED)
+        return st;
+    void *host = sy_graph_host_data(r->g, t);
+    if (xp_wrap(r, t, d, host, XP_FROM_HOST))
+        return SY_OK;
+    st = xp_private(r, t, d);
     if (st != SY_OK)
         return st;
     void *zeros = NULL;
@@ -161,17 +478,34 @@ static sy_status xp_place_leaf(xp_run *r, sy_tensor *t, uint32_t d)
             return SY_E_NO_MEMORY;
         }
     }
-    st = p->desc.copy_in(p->state, di, *b, 0, host ? host : zeros, size);
+    const sy__plugin *p = r->dev[d]->plugin;
+    xp_bind *b = xp_at(r, t->id, d);
+    st = p->desc.copy_in(p->state, r->dev[d]->index, b->buf, 0, host ? host : zeros, size);
     free(zeros);
     return st == SY_OK ? SY_OK : xp_fail(r, st, d, "copy_in", t->name, size);
 }
 
+/* Binds every activation that has bytes of its own in an arena. */
+static void xp_bind_arenas(xp_run *r)
+{
+    const sy__memplan *mp = r->mp;
+    for (uint32_t i = 0; i < mp->n_items; i++) {
+        const sy__mp_item *it = &mp->items[i];
+        xp_bind *b = xp_at(r, it->tensor, it->slot);
+        const xp_device *ds = r->ds[it->slot];
+        b->buf = ds->arena;
+        b->off = it->offset;
+        b->host = ds->arena_host ? ds->arena_host + it->offset : NULL;
+        b->flags = 0;
+    }
+}
+
 /* Points |t| at its storage on slot |d|. */
-static sy_status xp_bind(xp_run *r, sy_tensor *t, uint32_t d, const sy_node *user)
+static sy_status xp_point(xp_run *r, sy_tensor *t, uint32_t d, const sy_node *user)
 {
     const sy_tensor *root = t->view_src ? t->view_src : t;
-    void *b = *xp_buf(r, root->id, d);
-    if (!b && sy_tensor_nbytes(root) > 0) {
+    const xp_bind *b = xp_at(r, root->id, d);
+    if (!b->buf && sy_tensor_nbytes(root) > 0) {
         sy__runtime_set_error(r->rt,
                               "execute_plan: node '%s' on '%s' reads '%s', which the plan never "
                               "brings there",
@@ -179,10 +513,9 @@ static sy_status xp_bind(xp_run *r, sy_tensor *t, uint32_t d, const sy_node *use
         return SY_E_INTERNAL;
     }
     uint64_t off = t->view_src ? t->view_offset : 0;
-    char *base = xp_host_ptr(r, d, b);
-    t->buffer = b;
-    t->offset = off;
-    t->data = base ? base + off : NULL;
+    t->buffer = b->buf;
+    t->offset = b->off + off;
+    t->data = b->host ? b->host + off : NULL;
     return SY_OK;
 }
 
@@ -190,34 +523,66 @@ static sy_status xp_segment(xp_run *r, const sy__plan_step *s)
 {
     uint32_t d = s->dev;
     const sy__plugin *p = r->dev[d]->plugin;
+    sy_node **nodes = r->x->nodes;
     for (uint32_t q = 0; q < s->count; q++) {
         sy_node *n = sy_graph_node(r->g, r->plan->order[s->first + q]);
         sy_tensor *root = n->output->view_src ? n->output->view_src : n->output;
-        if (sy_graph_producer(r->g, root)) {
-            sy_status st = xp_alloc(r, root, d);
-            if (st != SY_OK)
-                return st;
-        } else {
-            r->writer[root->id] = (uint8_t)d;
-        }
+        if (!sy_graph_producer(r->g, root))
+            r->x->writer[root->id] = (uint8_t)d;
         for (uint32_t j = 0; j < n->n_inputs; j++) {
-            sy_status st = xp_bind(r, n->inputs[j], d, n);
+            sy_status st = xp_point(r, n->inputs[j], d, n);
             if (st != SY_OK)
                 return st;
         }
-        sy_status st = xp_bind(r, n->output, d, n);
+        sy_status st = xp_point(r, n->output, d, n);
         if (st != SY_OK)
             return st;
-        r->nodes[q] = n;
+        nodes[q] = n;
     }
-    sy_status st = p->desc.execute(p->state, r->dev[d]->index, r->nodes, s->count);
+    sy_status st = p->desc.execute(p->state, r->dev[d]->index, nodes, s->count);
     sy_status st_sync = p->desc.synchronize(p->state, r->dev[d]->index);
     if (st == SY_OK)
         st = st_sync;
     if (st != SY_OK)
         sy__runtime_set_error(r->rt, "device '%s': executing %u nodes from '%s' failed: %s (%s)",
-                              r->dev[d]->desc.name, s->count, r->nodes[0]->name, sy_status_name(st),
+                              r->dev[d]->desc.name, s->count, nodes[0]->name, sy_status_name(st),
                               sy_status_str(st));
+    return st;
+}
+
+/* Copies bytes [off, off + size) of a root from slot |sd| to slot |dd|. */
+static sy_status xp_copy(xp_run *r, const sy_tensor *root, uint32_t sd, uint32_t dd, uint64_t off,
+                         uint64_t size)
+{
+    const xp_bind *sb = xp_at(r, root->id, sd), *db = xp_at(r, root->id, dd);
+    const sy__plugin *sp = r->dev[sd]->plugin, *dp = r->dev[dd]->plugin;
+    uint32_t si = r->dev[sd]->index, di = r->dev[dd]->index;
+    sy_status st;
+    if (sp == dp && sp->desc.copy_device) {
+        st = sp->desc.copy_device(sp->state, di, db->buf, db->off + off, si, sb->buf,
+                                  sb->off + off, size);
+        return st == SY_OK ? SY_OK : xp_fail(r, st, dd, "copy_device", root->name, size);
+    }
+    if (db->host) {
+        st = sp->desc.copy_out(sp->state, si, sb->buf, sb->off + off, db->host + off, size);
+        return st == SY_OK ? SY_OK : xp_fail(r, st, sd, "copy_out", root->name, size);
+    }
+    if (sb->host) {
+        st = dp->desc.copy_in(dp->state, di, db->buf, db->off + off, sb->host + off, size);
+        return st == SY_OK ? SY_OK : xp_fail(r, st, dd, "copy_in", root->name, size);
+    }
+    void *stage = malloc((size_t)size);
+    if (!stage) {
+        sy__runtime_set_error(r->rt, "out of memory staging %llu bytes of '%s'",
+                              (unsigned long long)size, root->name);
+        return SY_E_NO_MEMORY;
+    }
+    st = sp->desc.copy_out(sp->state, si, sb->buf, sb->off + off, stage, size);
+    if (st != SY_OK)
+        st = xp_fail(r, st, sd, "copy_out", root->name, size);
+    else if ((st = dp->desc.copy_in(dp->state, di, db->buf, db->off + off, stage, size)) != SY_OK)
+        st = xp_fail(r, st, dd, "copy_in", root->name, size);
+    free(stage);
     return st;
 }
 
@@ -231,54 +596,31 @@ static sy_status xp_transfer(xp_run *r, const sy__plan_step *s)
         size = sy_tensor_nbytes(out); /* the graph's, not the plan's: classes share plans */
     }
     uint32_t sd = s->src, dd = s->dev;
-    void *sb = *xp_buf(r, root->id, sd);
-    void **db = xp_buf(r, root->id, dd);
     if (size == 0)
         return SY_OK;
-    if (!sb) {
+    const xp_bind *sb = xp_at(r, root->id, sd);
+    xp_bind *db = xp_at(r, root->id, dd);
+    if (!sb->buf) {
         sy__runtime_set_error(r->rt,
                               "execute_plan: transfer of '%s' from '%s' before it exists "
                               "there",
                               root->name, r->dev[sd]->desc.name);
         return SY_E_INTERNAL;
     }
-    const sy__plugin *sp = r->dev[sd]->plugin, *dp = r->dev[dd]->plugin;
-    uint32_t si = r->dev[sd]->index, di = r->dev[dd]->index;
-    char *src_host = xp_host_ptr(r, sd, sb);
-    if (!*db && src_host && r->dev[dd]->desc.unified_memory && dp->desc.buffer_import_host &&
-        dp->desc.buffer_import_host(dp->state, di, src_host, sy_tensor_nbytes(root), db) == SY_OK) {
-        r->from_host[(size_t)root->id * r->D + dd] = r->from_host[(size_t)root->id * r->D + sd];
+    if (db->buf)
+        return xp_copy(r, root, sd, dd, off, size);
+    bool leaf = s->value_node == SY__NONE && !sy_graph_producer(r->g, root);
+    if (leaf) {
+        sy_status st = xp_keep_weight(r, root, dd);
+        if (st != SY_E_UNSUPPORTED)
+            return st;
+    }
+    /* No bytes of its own here: the memory plan lets it map the source's
+     * (an arena keeps them alive long enough), else a buffer for the run. */
+    if (xp_wrap(r, root, dd, sb->host, sb->flags & XP_FROM_HOST))
         return SY_OK;
-    }
-    sy_status st = xp_alloc(r, root, dd);
-    if (st != SY_OK)
-        return st;
-    if (sp == dp && sp->desc.copy_device) {
-        st = sp->desc.copy_device(sp->state, di, *db, off, si, sb, off, size);
-        return st == SY_OK ? SY_OK : xp_fail(r, st, dd, "copy_device", root->name, size);
-    }
-    char *dst_host = xp_host_ptr(r, dd, *db);
-    if (dst_host) {
-        st = sp->desc.copy_out(sp->state, si, sb, off, dst_host + off, size);
-        return st == SY_OK ? SY_OK : xp_fail(r, st, sd, "copy_out", root->name, size);
-    }
-    if (src_host) {
-        st = dp->desc.copy_in(dp->state, di, *db, off, src_host + off, size);
-        return st == SY_OK ? SY_OK : xp_fail(r, st, dd, "copy_in", root->name, size);
-    }
-    void *stage = malloc((size_t)size);
-    if (!stage) {
-        sy__runtime_set_error(r->rt, "out of memory staging %llu bytes of '%s'",
-                              (unsigned long long)size, root->name);
-        return SY_E_NO_MEMORY;
-    }
-    st = sp->desc.copy_out(sp->state, si, sb, off, stage, size);
-    if (st != SY_OK)
-        st = xp_fail(r, st, sd, "copy_out", root->name, size);
-    else if ((st = dp->desc.copy_in(dp->state, di, *db, off, stage, size)) != SY_OK)
-        st = xp_fail(r, st, dd, "copy_in", root->name, size);
-    free(stage);
-    return st;
+    sy_status st = xp_private(r, root, dd);
+    return st == SY_OK ? xp_copy(r, root, sd, dd, off, size) : st;
 }
 
 /* Copies marked outputs and leaves written through views back to their
@@ -293,35 +635,42 @@ static sy_status xp_copy_back(xp_run *r)
         uint32_t d;
         if (sy_graph_is_output(r->g, t) && prod)
             d = r->plan->nodes[prod->id].dev;
-        else if (!t->view_src && r->writer[i] != SY__NO_DEVICE)
-            d = r->writer[i];
+        else if (!t->view_src && r->x->writer[i] != SY__NO_DEVICE)
+            d = r->x->writer[i];
         else
             continue;
-        void *b = *xp_buf(r, root->id, d);
-        if (!host || !b)
+        const xp_bind *b = xp_at(r, root->id, d);
+        if (!host || !b->buf)
             continue;
         uint64_t off = t->view_src ? t->view_offset : 0;
-        char *base = xp_host_ptr(r, d, b);
-        bool in_place = (base && base + off == (char *)host) ||
-                        (!t->view_src && r->from_host[(size_t)i * r->D + d]);
+        bool in_place = (b->host && b->host + off == (char *)host) ||
+                        (!t->view_src && (b->flags & XP_FROM_HOST));
         if (in_place)
             continue;
         const sy__plugin *p = r->dev[d]->plugin;
         uint64_t size = sy_tensor_nbytes(t);
-        sy_status st = p->desc.copy_out(p->state, r->dev[d]->index, b, off, host, size);
+        sy_status st = p->desc.copy_out(p->state, r->dev[d]->index, b->buf, b->off + off, host,
+                                        size);
         if (st != SY_OK)
             return xp_fail(r, st, d, "copy_out", t->name, size);
     }
     return SY_OK;
 }
 
+/* Frees this run's own buffers and points tensors back at host data. */
 static void xp_release(xp_run *r)
 {
     for (uint32_t i = r->n_tensors; i-- > 0;) {
         for (uint32_t d = 0; d < r->D; d++) {
-            void *b = *xp_buf(r, i, d);
-            if (b)
-                r->dev[d]->plugin->desc.buffer_free(r->dev[d]->plugin->state, r->dev[d]->index, b);
+            xp_bind *b = xp_at(r, i, d);
+            if (!(b->flags & XP_PRIVATE) || !b->buf)
+                continue;
+            if (b->flags & XP_WRAPPED)
+                r->dev[d]->plugin->desc.buffer_free(r->dev[d]->plugin->state,
+                                                    r->dev[d]->index, b->buf);
+            else
+                xp_dev_free(r->x, r->plan->dev_index[d], b->buf,
+                            sy_tensor_nbytes(sy_graph_tensor(r->g, i)));
         }
         sy_tensor *t = sy_graph_tensor(r->g, i);
         t->data = sy_graph_host_data(r->g, t);
@@ -330,10 +679,74 @@ static void xp_release(xp_run *r)
     }
 }
 
-sy_status sy_runtime_execute_plan(sy_runtime *rt, sy_graph *g, const sy_plan *plan)
+/* Grows |*p| (elements of |elem|) to hold |need|. */
+static bool xp_grow(void **p, size_t *cap, size_t need, size_t elem)
 {
+    if (need <= *cap)
+        return true;
+    void *grown = realloc(*p, need * elem);
+    if (!grown)
+        return false;
+    *p = grown;
+    *cap = need;
+    return true;
+}
+
+sy_status sy_executor_create(sy_runtime *rt, sy_executor **out_executor)
+{
+    if (!out_executor)
+        return SY_E_INVALID_ARG;
+    *out_executor = NULL;
     if (!rt)
         return SY_E_INVALID_ARG;
+    sy_executor *x = calloc(1, sizeof *x);
+    if (!x)
+        return SY_E_NO_MEMORY;
+    x->rt = rt;
+    x->n_dev = rt->device_count;
+    x->dev = calloc((size_t)x->n_dev + 1, sizeof *x->dev);
+    if (!x->dev) {
+        free(x);
+        return SY_E_NO_MEMORY;
+    }
+    *out_executor = x;
+    return SY_OK;
+}
+
+void sy_executor_destroy(sy_executor *x)
+{
+    if (!x)
+        return;
+    for (uint32_t k = 0; k < XP_LAYOUTS; k++) {
+        if (x->layouts[k].plan) {
+            sy__memplan_free(&x->layouts[k].mp);
+            sy_plan_release(x->layouts[k].plan);
+        }
+    }
+    for (uint32_t k = x->n_kept; k-- > 0;) {
+        const xp_kept *e = &x->kept[k];
+        const sy__device *dev = &x->rt->devices[e->dev];
+        if (e->imported)
+            dev->plugin->desc.buffer_free(dev->plugin->state, dev->index, e->buf);
+        else
+            xp_dev_free(x, e->dev, e->buf, e->size);
+    }
+    for (uint32_t d = 0; d < x->n_dev; d++)
+        xp_dev_free(x, d, x->dev[d].arena, x->dev[d].arena_size);
+    free(x->kept);
+    free(x->kept_index);
+    free(x->dev);
+    free(x->bind);
+    free(x->writer);
+    free(x->nodes);
+    free(x);
+}
+
+sy_status sy_executor_run(sy_executor *x, sy_graph *g, const sy_plan *plan)
+{
+    if (!x)
+        return SY_E_INVALID_ARG;
+    sy_runtime *rt = x->rt;
     if (!g || !plan) {
         sy__runtime_set_error(rt, "execute_plan: no %s given", g ? "plan" : "graph");
         return SY_E_INVALID_ARG;
@@ -342,22 +755,27 @@ sy_status sy_runtime_execute_plan(sy_runtime *rt, sy_graph *g, const sy_plan *pl
         sy__runtime_set_error(rt, "execute_plan: the graph is not frozen; call sy_graph_freeze()");
         return SY_E_STATE;
     }
-    xp_run r = {
-        .rt = rt, .g = g, .plan = plan, .n_tensors = sy_graph_tensor_count(g), .D = plan->n_dev};
+    xp_run r = {.x = x, .rt = rt, .g = g, .plan = plan, .n_tensors = sy_graph_tensor_count(g),
+                .D = plan->n_dev};
     sy_status st = xp_check(&r);
     if (st != SY_OK)
         return st;
     size_t nt = (size_t)r.n_tensors + 1;
-    r.buf = calloc(nt * r.D, sizeof *r.buf);
-    r.from_host = calloc(nt * r.D, 1);
-    r.writer = malloc(nt);
-    r.nodes = malloc(((size_t)plan->n_nodes + 1) * sizeof *r.nodes);
-    if (!r.buf || !r.from_host || !r.writer || !r.nodes) {
+    if (!xp_grow((void **)&x->bind, &x->cap_bind, nt * r.D, sizeof *x->bind) ||
+        !xp_grow((void **)&x->writer, &x->cap_writer, nt, 1) ||
+        !xp_grow((void **)&x->nodes, &x->cap_nodes, (size_t)plan->n_nodes + 1,
+                 sizeof *x->nodes)) {
         sy__runtime_set_error(rt, "out of memory preparing %u tensors", r.n_tensors);
-        st = SY_E_NO_MEMORY;
-        goto out_free;
+        return SY_E_NO_MEMORY;
     }
-    memset(r.writer, SY__NO_DEVICE, nt);
+    memset(x->bind, 0, nt * r.D * sizeof *x->bind);
+    memset(x->writer, SY__NO_DEVICE, nt);
+    st = xp_layout_get(&r);
+    for (uint32_t d = 0; st == SY_OK && d < r.D; d++)
+        st = xp_arena(&r, d, r.mp->arena[d]);
+    if (st != SY_OK)
+        return st;
+    xp_bind_arenas(&r);
     for (uint32_t i = 0; st == SY_OK && i < r.n_tensors; i++) {
         sy_tensor *t = sy_graph_tensor(g, i);
         if (!t->view_src && !sy_graph_producer(g, t) && plan->leaf_home[i] != SY__NO_DEVICE)
@@ -370,10 +788,38 @@ sy_status sy_runtime_execute_plan(sy_runtime *rt, sy_graph *g, const sy_plan *pl
     if (st == SY_OK)
         st = xp_copy_back(&r);
     xp_release(&r);
-out_free:
-    free(r.buf);
-    free(r.from_host);
-    free(r.writer);
-    free(r.nodes);
+    return st;
+}
+
+sy_status sy_executor_query_memory(const sy_executor *x, uint32_t device,
+                                   sy_executor_memory *out_memory)
+{
+    if (!out_memory)
+        return SY_E_INVALID_ARG;
+    memset(out_memory, 0, sizeof *out_memory);
+    if (!x)
+        return SY_E_INVALID_ARG;
+    if (device >= x->n_dev)
+        return SY_E_NOT_FOUND;
+    const xp_device *ds = &x->dev[device];
+    out_memory->arena_bytes = ds->arena_size;
+    out_memory->weight_bytes = ds->weights;
+    out_memory->current_bytes = ds->now;
+    out_memory->peak_bytes = ds->peak;
+    return SY_OK;
+}
+
+sy_status sy_runtime_execute_plan(sy_runtime *rt, sy_graph *g, const sy_plan *plan)
+{
+    if (!rt)
+        return SY_E_INVALID_ARG;
+    sy_executor *x = NULL;
+    sy_status st = sy_executor_create(rt, &x);
+    if (st != SY_OK) {
+        sy__runtime_set_error(rt, "execute_plan: out of memory creating an executor");
+        return st;
+    }
+    st = sy_executor_run(x, g, plan);
+    sy_executor_destroy(x);
     return st;
 }

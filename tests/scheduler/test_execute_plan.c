@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "memplan.h"
 #include "model_internal.h"
 #include "plan_internal.h"
 #include "sched_test_util.h"
@@ -305,6 +306,201 @@ Test(execute_plan, smollm2_steps_planned_over_two_devices_give_the_cpus_logits)
     free(kv);
     free(want);
     free(got);
+    sy_planner_destroy(pl);
+    sy_model_close(m);
+    sy_runtime_destroy(rt);
+    st_check_leaks();
+}
+
+/* Bytes of the weights a plan places on, or moves to, slot |d|. */
+static uint64_t plan_weight_bytes_on(const sy_graph *g, const sy_plan *plan, uint32_t d)
+{
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < plan->n_tensors; i++) {
+        const sy_tensor *t = sy_graph_tensor(g, i);
+        if (t->role == SY_ROLE_WEIGHT && plan->leaf_home[i] == d)
+            bytes += sy_tensor_nbytes(t);
+    }
+    for (uint32_t k = 0; k < plan->n_steps; k++) {
+        const sy__plan_step *s = &plan->steps[k];
+        const sy_tensor *t = sy_graph_tensor(g, s->tensor);
+        if (s->kind == SY_PLAN_STEP_TRANSFER && s->dev == d && s->value_node == SY__NONE &&
+            t->role == SY_ROLE_WEIGHT)
+            bytes += sy_tensor_nbytes(t);
+    }
+    return bytes;
+}
+
+Test(execute_plan, an_executor_keeps_weights_and_its_arenas_between_runs)
+{
+    sy_runtime *rt = st_runtime();
+    sy_planner *pl;
+    cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
+    st_graph sg;
+    st_decoder_graph(&sg, &decoder, st_fresh_seed());
+    /* opaquedev shares no memory with the host: its weights are uploaded. */
+    const char *pins[] = {"token_embd=opaquedev", "output=testdev", "blk.1.*=opaquedev",
+                          "blk.2.attn=testdev"};
+    sy_plan_options o;
+    sy_plan_options_init(&o);
+    o.pins = pins;
+    o.n_pins = 4;
+    sy_plan *plan = st_plan(pl, sg.g, &o);
+    cr_assert_eq(sy_runtime_execute_on(rt, sg.g, ST_CPU), SY_OK, "%s", sy_runtime_last_error(rt));
+    float *want = malloc(sg.out_count * sizeof *want);
+    memcpy(want, sg.out, sg.out_count * sizeof *want);
+    sy_executor *x = NULL;
+    cr_assert_eq(sy_executor_create(rt, &x), SY_OK);
+    sy__memplan mp;
+    uint8_t alias_to[SY__MAX_PLAN_DEVICES] = {0};
+    alias_to[ST_CPU] = 1u << ST_TESTDEV;
+    alias_to[ST_TESTDEV] = 1u << ST_CPU;
+    char err[256];
+    cr_assert_eq(sy__memplan_build(sg.g, plan, alias_to, SY__MEMPLAN_ALIGN, &mp, err, sizeof err),
+                 SY_OK, "%s", err);
+    sy_executor_memory first[ST_N_DEVICES];
+    for (uint32_t run = 0; run < 3; run++) {
+        memset(sg.out, 0, sg.out_count * sizeof *sg.out);
+        cr_assert_eq(sy_executor_run(x, sg.g, plan), SY_OK, "run %u: %s", run,
+                     sy_runtime_last_error(rt));
+        assert_close(sg.out, want, sg.out_count, "output");
+        for (uint32_t d = 0; d < ST_N_DEVICES; d++) {
+            sy_executor_memory m;
+            cr_assert_eq(sy_executor_query_memory(x, d, &m), SY_OK);
+            cr_assert_eq(m.arena_bytes, mp.arena[d], "device %u", d);
+            /* Only uploads count: the unified devices wrap host memory. */
+            cr_assert_eq(m.weight_bytes, d == ST_OPAQUE ? plan_weight_bytes_on(sg.g, plan, d) : 0,
+                         "device %u", d);
+            cr_assert_eq(m.current_bytes, m.arena_bytes + m.weight_bytes, "device %u", d);
+            if (run == 0) {
+                first[d] = m;
+                continue;
+            }
+            /* Nothing uploaded again, nothing left behind, no new peak. */
+            cr_assert_eq(m.weight_bytes, first[d].weight_bytes);
+            cr_assert_eq(m.current_bytes, first[d].current_bytes);
+            cr_assert_eq(m.peak_bytes, first[d].peak_bytes);
+        }
+    }
+    cr_assert_gt(first[ST_OPAQUE].weight_bytes, 0u);
+    cr_assert_eq(sy_executor_query_memory(x, ST_N_DEVICES, &first[0]), SY_E_NOT_FOUND);
+    sy__memplan_free(&mp);
+    sy_executor_destroy(x);
+    free(want);
+    sy_plan_release(plan);
+    st_graph_free(&sg);
+    sy_planner_destroy(pl);
+    sy_runtime_destroy(rt);
+    st_check_leaks();
+}
+
+Test(execute_plan, an_arena_grows_for_a_larger_step_and_serves_smaller_ones_after)
+{
+    sy_runtime *rt = st_runtime();
+    sy_planner *pl = planner_with_profiles(rt);
+    sy_executor *x = NULL;
+    cr_assert_eq(sy_executor_create(rt, &x), SY_OK);
+    uint64_t seed = st_fresh_seed();
+    uint64_t arena_after[3];
+    static const uint32_t tokens[3] = {1, 8, 1};
+    for (uint32_t k = 0; k < 3; k++) {
+        st_decoder_shape sh = decoder;
+        sh.n_tokens = tokens[k];
+        sh.n_past = 4;
+        st_graph sg;
+        st_decoder_graph(&sg, &sh, seed + k);
+        sy_plan_options o;
+        sy_plan_options_init(&o);
+        o.devices = "cpu";
+        sy_plan *plan = st_plan(pl, sg.g, &o);
+        cr_assert_eq(sy_runtime_execute_on(rt, sg.g, ST_CPU), SY_OK, "%s",
+                     sy_runtime_last_error(rt));
+        float *want = malloc(sg.out_count * sizeof *want);
+        memcpy(want, sg.out, sg.out_count * sizeof *want);
+        memset(sg.out, 0, sg.out_count * sizeof *sg.out);
+        cr_assert_eq(sy_executor_run(x, sg.g, plan), SY_OK, "%s", sy_runtime_last_error(rt));
+        assert_close(sg.out, want, sg.out_count, "output");
+        sy_executor_memory m;
+        cr_assert_eq(sy_executor_query_memory(x, ST_CPU, &m), SY_OK);
+        arena_after[k] = m.arena_bytes;
+        cr_assert_eq(m.current_bytes, m.arena_bytes);
+        free(want);
+        sy_plan_release(plan);
+        st_graph_free(&sg);
+    }
+    cr_assert_gt(arena_after[1], arena_after[0]);
+    cr_assert_eq(arena_after[2], arena_after[1]);
+    sy_executor_destroy(x);
+    sy_planner_destroy(pl);
+    sy_runtime_destroy(rt);
+    st_check_leaks();
+}
+
+/* Steps of the real SmolLM2 model through one executor over the three
+ * devices (layer 1 and its KV cache on opaquedev, which shares no memory
+ * with the host; the rest where the profiles put it) give the logits of the cpu alone at every step, with
+ * each KV cache carried between steps in host memory. */
+Test(execute_plan, smollm2_steps_through_one_executor_give_the_cpus_logits)
+{
+    const char *path = SY_TEST_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    if (access(path, R_OK) != 0)
+        cr_skip_test("%s not fetched (tools/fetch-models.sh)", path);
+    cr_assert_eq(setenv("SWITCHYARD_CPU_ACTIVATIONS", "f32", 1), 0);
+    sy_runtime *rt = st_runtime();
+    sy_model *m = NULL;
+    cr_assert_eq(sy_model_open(rt, path, &m), SY_OK, "%s", sy_runtime_last_error(rt));
+    sy_planner *pl = planner_with_profiles(rt);
+    sy_executor *x = NULL;
+    cr_assert_eq(sy_executor_create(rt, &x), SY_OK);
+    const sy_hparams *hp = &m->hp;
+    uint32_t n_ctx = 16, L = hp->n_layer;
+    size_t per = (size_t)hp->head_dim * hp->n_head_kv * n_ctx * 2;
+    void **kv = calloc(4 * L, sizeof *kv); /* the cpu's caches, then the plan's */
+    for (uint32_t k = 0; k < 4 * L; k++)
+        kv[k] = calloc(1, per);
+    float *want = malloc(hp->n_vocab * sizeof *want), *got = malloc(hp->n_vocab * sizeof *got);
+    int32_t ids[6] = {1, 504, 3327, 28, 4730, 30}, pos[6] = {0, 1, 2, 3, 4, 5};
+    const char *pins[] = {"blk.1.*=opaquedev"};
+    sy_plan_options o;
+    sy_plan_options_init(&o);
+    o.pins = pins;
+    o.n_pins = 1;
+    for (uint32_t step = 0; step < 4; step++) {
+        uint32_t T = step ? 1 : 3, past = step ? 2 + step : 0;
+        for (uint32_t side = 0; side < 2; side++) {
+            sy_step_desc sd = {
+                .n_tokens = T, .n_past = past, .tokens = ids + past, .positions = pos + past,
+                .logits = side ? got : want, .kv_k = kv + 2 * side * L,
+                .kv_v = kv + 2 * side * L + L, .kv_type = SY_DTYPE_F16, .n_ctx = n_ctx,
+            };
+            char err[256];
+            sy_graph *g = NULL;
+            cr_assert_eq(sy__model_build_graph(m, &sd, &g, err, sizeof err), SY_OK, "%s", err);
+            if (side == 0) {
+                cr_assert_eq(sy_runtime_execute_on(rt, g, ST_CPU), SY_OK, "%s",
+                             sy_runtime_last_error(rt));
+            } else {
+                sy_plan *plan = st_plan(pl, g, &o);
+                cr_assert_geq(st_devices_used(plan), 2u);
+                cr_assert_eq(sy_executor_run(x, g, plan), SY_OK, "%s", sy_runtime_last_error(rt));
+                sy_plan_release(plan);
+            }
+            sy_graph_destroy(g);
+        }
+        for (uint32_t i = 0; i < hp->n_vocab; i++)
+            cr_assert(fabsf(got[i] - want[i]) <= 2e-3f + 1e-3f * fabsf(want[i]),
+                      "step %u logit %u: %g, cpu alone %g", step, i, (double)got[i],
+                      (double)want[i]);
+    }
+    sy_executor_memory mo;
+    cr_assert_eq(sy_executor_query_memory(x, ST_OPAQUE, &mo), SY_OK);
+    cr_assert_gt(mo.weight_bytes, 0u);
+    for (uint32_t k = 0; k < 4 * L; k++)
+        free(kv[k]);
+    free(kv);
+    free(want);
+    free(got);
+    sy_executor_destroy(x);
     sy_planner_destroy(pl);
     sy_model_close(m);
     sy_runtime_destroy(rt);
