@@ -41,6 +41,8 @@ const char *sy__support_short(uint32_t code)
         return "too large";
     case SY_UNSUPPORTED_MEMORY:
         return "not enough memory";
+    case SY__UNSUPPORTED_FAILED:
+        return "failed at run time";
     default:
         return "refused";
     }
@@ -69,6 +71,20 @@ static const char *why_of(const sy__plan_ctx *c, uint32_t i, uint32_t d)
     return t == SY__NONE ? "(no detail)" : c->pool + t;
 }
 
+/* The exclusion (sy_planner_exclude) of node |n| on runtime device
+ * |device|, or NULL. */
+static const sy__exclusion *excluded(const sy_planner *pl, const sy_node *n, uint32_t device)
+{
+    const char *op = sy_op_name((sy_op)n->op);
+    for (uint32_t k = 0; k < pl->n_exclusions; k++) {
+        const sy__exclusion *e = &pl->exclusions[k];
+        if (e->device == device &&
+            (fnmatch(e->glob, n->name, 0) == 0 || fnmatch(e->glob, op, 0) == 0))
+            return e;
+    }
+    return NULL;
+}
+
 /* First pin matching node |n|'s name or op name, or -1. */
 static int32_t match_pin(const sy__plan_request *req, const sy_node *n)
 {
@@ -95,9 +111,15 @@ sy_status sy__capability_run(sy__plan_ctx *c)
         for (uint32_t d = 0; d < D; d++) {
             sy_support why;
             c->why_text[(size_t)i * D + d] = SY__NONE;
+            const sy__exclusion *ex = NULL;
             if (sy_runtime_device_supports(c->rt, req->dev_index[d], n, &why)) {
-                mask |= (uint8_t)(1u << d);
-                continue;
+                ex = c->pl->n_exclusions ? excluded(c->pl, n, req->dev_index[d]) : NULL;
+                if (!ex) {
+                    mask |= (uint8_t)(1u << d);
+                    continue;
+                }
+                why.reason = (sy_support_reason)SY__UNSUPPORTED_FAILED;
+                snprintf(why.text, sizeof why.text, "%.*s", (int)sizeof why.text - 1, ex->reason);
             }
             why.text[sizeof why.text - 1] = '\0';
             c->why_code[(size_t)i * D + d] = (uint8_t)why.reason;

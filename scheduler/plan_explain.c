@@ -168,8 +168,8 @@ static void explain_table(const sy_plan *p, FILE *f)
     if (p->n_unmeasured)
         fprintf(f, "unmeasured: %u node%s costed by the roofline default (no profile entry)\n",
                 p->n_unmeasured, p->n_unmeasured == 1 ? "" : "s");
-    fprintf(f, "\nnodes:\n  %-5s %-32s %-11s %-12s %-10s %s%s\n", "#", "node", "op", "device", "time",
-            energy ? "energy     " : "", "reason");
+    fprintf(f, "\nnodes:\n  %-5s %-32s %-11s %-12s %-10s %s%s\n", "#", "node", "op", "device",
+            "time", energy ? "energy     " : "", "reason");
     for (uint32_t i = 0; i < p->n_nodes; i++) {
         const sy__plan_node *pn = &p->nodes[i];
         char reason[256];

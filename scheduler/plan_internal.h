@@ -58,6 +58,19 @@ typedef struct sy__plan_request {
     uint64_t hash; /* of everything above */
 } sy__plan_request;
 
+/* A (node pattern, device) pair marked unsupported after a run-time
+ * failure (sy_planner_exclude). */
+typedef struct sy__exclusion {
+    char glob[SY_NAME_MAX * 2];
+    uint32_t device; /* runtime index */
+    char reason[384];
+} sy__exclusion;
+
+/* Refusal code of an excluded pair, beside the plugins' sy_support_reason. */
+#define SY__UNSUPPORTED_FAILED 64u
+/* Exclusions a planner keeps. */
+#define SY__MAX_EXCLUSIONS 256u
+
 typedef struct sy__cache_entry {
     uint64_t key[2];
     sy_plan *plan;
@@ -69,6 +82,9 @@ struct sy_planner {
     sy__profile **profiles; /* at most one per device name */
     uint32_t n_profiles, cap_profiles;
     uint64_t profile_hash; /* of every loaded profile: part of plan keys */
+    sy__exclusion *exclusions;
+    uint32_t n_exclusions;
+    uint64_t exclusion_hash; /* part of plan keys */
     sy__cache_entry cache[SY__PLAN_CACHE_CAP];
     uint32_t n_cache;
     uint64_t tick, hits, misses;

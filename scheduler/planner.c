@@ -53,6 +53,7 @@ void sy_planner_destroy(sy_planner *pl)
     for (uint32_t i = 0; i < pl->n_profiles; i++)
         sy__profile_destroy(pl->profiles[i]);
     free(pl->profiles);
+    free(pl->exclusions);
     free(pl);
 }
 
@@ -168,6 +169,37 @@ sy_status sy__planner_load_profile_for(sy_planner *pl, const char *path, const c
     for (uint32_t i = 0; i < pl->n_profiles; i++)
         pl->profile_hash = (pl->profile_hash ^ pl->profiles[i]->hash) * 0x100000001b3ull + i;
     /* Cached plans were costed with the old figures. */
+    sy__cache_clear(pl);
+    return SY_OK;
+}
+
+sy_status sy_planner_exclude(sy_planner *pl, const char *pattern, uint32_t device,
+                             const char *reason)
+{
+    if (!pl)
+        return SY_E_INVALID_ARG;
+    if (!pattern || !pattern[0] || strlen(pattern) >= SY_NAME_MAX * 2)
+        return sy__planner_fail(pl, SY_E_INVALID_ARG, "exclude: pattern is empty or too long");
+    if (device >= sy_runtime_device_count(pl->rt))
+        return sy__planner_fail(pl, SY_E_NOT_FOUND, "exclude: no device %u (the runtime has %u)",
+                                device, sy_runtime_device_count(pl->rt));
+    if (pl->n_exclusions == SY__MAX_EXCLUSIONS)
+        return sy__planner_fail(pl, SY_E_LIMIT, "exclude: at most %u exclusions",
+                                SY__MAX_EXCLUSIONS);
+    if (!pl->exclusions) {
+        pl->exclusions = calloc(SY__MAX_EXCLUSIONS, sizeof *pl->exclusions);
+        if (!pl->exclusions)
+            return sy__planner_fail(pl, SY_E_NO_MEMORY, "exclude: out of memory");
+    }
+    sy__exclusion *e = &pl->exclusions[pl->n_exclusions++];
+    snprintf(e->glob, sizeof e->glob, "%s", pattern);
+    e->device = device;
+    snprintf(e->reason, sizeof e->reason, "%s", reason ? reason : "");
+    uint64_t h = pl->exclusion_hash ^ 0x2545f4914f6cdd1dull;
+    for (const char *p = pattern; *p; p++)
+        h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+    pl->exclusion_hash = (h ^ device) * 0x9e3779b97f4a7c15ull;
+    /* Cached plans may use the pair. */
     sy__cache_clear(pl);
     return SY_OK;
 }
@@ -469,7 +501,7 @@ sy_status sy_planner_plan(sy_planner *pl, const sy_graph *g, const sy_plan_optio
     sy_status st = sy__plan_request_resolve(pl, opts, &req);
     uint64_t key[2] = {0, 0};
     if (st == SY_OK && !req.no_cache) {
-        sy__plan_signature(g, &req, pl->profile_hash, key);
+        sy__plan_signature(g, &req, pl->profile_hash ^ pl->exclusion_hash, key);
         sy_plan *hit = sy__cache_lookup(pl, key);
         if (hit) {
             sy_plan_retain(hit);

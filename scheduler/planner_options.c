@@ -152,7 +152,8 @@ static sy_status resolve_policy(sy_planner *pl, const char *policy, sy__plan_req
         return SY_OK;
     }
     return sy__planner_fail(pl, SY_E_INVALID_ARG,
-                            "unknown policy '%s' (latency, energy, cpu-only or prefer:DEVICE)", policy);
+                            "unknown policy '%s' (latency, energy, cpu-only or prefer:DEVICE)",
+                            policy);
 }
 
 /* Splits "LEFT=DEVICE" at its last '=' into a slot. */

@@ -21,6 +21,7 @@
 #include "model_internal.h"
 #include "runtime_internal.h"
 #include "sampler.h"
+#include "session_replan.h"
 
 struct sy_session {
     sy_model *m;
@@ -35,6 +36,7 @@ struct sy_session {
     int32_t *tokens, *positions; /* n_batch scratch */
     float *logits;               /* n_vocab floats: last position */
     sy_metrics metrics;
+    sy__replan replan; /* device failures re-planned around */
     char err[1024];
 };
 
@@ -85,6 +87,7 @@ void sy_session_destroy(sy_session *s)
     free(s->positions);
     free(s->logits);
     sy_planner_destroy(s->planner);
+    sy__replan_deinit(&s->replan);
     free(s->devices);
     free(s->policy);
     free(s);
@@ -287,19 +290,8 @@ static sy_status eval_chunk(sy_session *s, const int32_t *tokens, uint32_t n, bo
     st = sy__model_build_graph(s->m, &step, &g, s->err, sizeof s->err);
     if (st != SY_OK)
         return st;
-    sy_plan *plan = NULL;
-    st = sy_planner_plan(s->planner, g, &s->plan_opts, &plan);
-    if (st != SY_OK) {
-        session_fail(s, st, "planning step at position %u: %s", s->n_past,
-                     sy_planner_last_error(s->planner));
-        sy_graph_destroy(g);
-        return st;
-    }
-    st = sy_runtime_execute_plan(s->m->rt, g, plan);
-    if (st != SY_OK)
-        session_fail(s, st, "executing step at position %u: %s", s->n_past,
-                     sy_runtime_last_error(s->m->rt));
-    sy_plan_release(plan);
+    st = sy__replan_run_step(&s->replan, s->m->rt, s->planner, &s->plan_opts, g, s->n_past, s->err,
+                             sizeof s->err);
     sy_graph_destroy(g);
     if (st == SY_OK) {
         if (s->hist)
@@ -499,4 +491,20 @@ sy_status sy_session_query_metrics(const sy_session *s, sy_metrics *out_metrics)
         return SY_E_INVALID_ARG;
     *out_metrics = s->metrics;
     return SY_OK;
+}
+
+uint32_t sy_session_failure_count(const sy_session *s)
+{
+    return s ? s->replan.n : 0;
+}
+
+sy_status sy_session_query_failure(const sy_session *s, uint32_t i,
+                                   sy_session_failure *out_failure)
+{
+    if (!out_failure)
+        return SY_E_INVALID_ARG;
+    memset(out_failure, 0, sizeof *out_failure);
+    if (!s)
+        return SY_E_INVALID_ARG;
+    return sy__replan_query(&s->replan, i, out_failure);
 }

@@ -123,6 +123,7 @@ static sy_status xp_fail(xp_run *r, sy_status st, uint32_t d, const char *what, 
     sy__runtime_set_error(r->rt, "device '%s': %s of %llu bytes for tensor '%s' failed: %s",
                           r->dev[d]->desc.name, what, (unsigned long long)bytes, name,
                           sy_status_name(st));
+    sy__runtime_note_failure(r->rt, r->plan->dev_index[d], NULL, st);
     return st;
 }
 
@@ -396,6 +397,7 @@ static sy_status xp_check(xp_run *r)
             sy__runtime_set_error(r->rt, "device '%s' cannot run node '%s' (%s): %s: %s",
                                   r->dev[pn->dev]->desc.name, n->name, sy_op_name((sy_op)n->op),
                                   sy__support_reason_name(why.reason), why.text);
+            sy__runtime_note_failure(r->rt, plan->dev_index[pn->dev], n, SY_E_UNSUPPORTED);
             return SY_E_UNSUPPORTED;
         }
     }
@@ -519,6 +521,29 @@ static sy_status xp_point(xp_run *r, sy_tensor *t, uint32_t d, const sy_node *us
     return SY_OK;
 }
 
+/* After a segment of |count| nodes failed on slot |d| with |st|, runs them
+ * one at a time to find the node the device fails on, and records the
+ * failure with it (with the device alone when each node runs by itself),
+ * so that a session can re-plan around that pair. */
+static void xp_blame(xp_run *r, uint32_t d, sy_node *const *nodes, uint32_t count, sy_status st)
+{
+    const sy__plugin *p = r->dev[d]->plugin;
+    uint32_t di = r->dev[d]->index;
+    const sy_node *culprit = count == 1 ? nodes[0] : NULL;
+    for (uint32_t q = 0; !culprit && q < count; q++) {
+        sy_status one = p->desc.execute(p->state, di, &nodes[q], 1);
+        sy_status sync = p->desc.synchronize(p->state, di);
+        if (one != SY_OK || sync != SY_OK)
+            culprit = nodes[q];
+    }
+    if (culprit)
+        sy__runtime_set_error(r->rt, "device '%s' failed on node '%s' (%s): %s (%s)",
+                              r->dev[d]->desc.name, culprit->name,
+                              sy_op_name((sy_op)culprit->op), sy_status_name(st),
+                              sy_status_str(st));
+    sy__runtime_note_failure(r->rt, r->plan->dev_index[d], culprit, st);
+}
+
 static sy_status xp_segment(xp_run *r, const sy__plan_step *s)
 {
     uint32_t d = s->dev;
@@ -543,10 +568,12 @@ static sy_status xp_segment(xp_run *r, const sy__plan_step *s)
     sy_status st_sync = p->desc.synchronize(p->state, r->dev[d]->index);
     if (st == SY_OK)
         st = st_sync;
-    if (st != SY_OK)
+    if (st != SY_OK) {
         sy__runtime_set_error(r->rt, "device '%s': executing %u nodes from '%s' failed: %s (%s)",
                               r->dev[d]->desc.name, s->count, nodes[0]->name, sy_status_name(st),
                               sy_status_str(st));
+        xp_blame(r, d, nodes, s->count, st);
+    }
     return st;
 }
 
@@ -755,6 +782,7 @@ sy_status sy_executor_run(sy_executor *x, sy_graph *g, const sy_plan *plan)
         sy__runtime_set_error(rt, "execute_plan: the graph is not frozen; call sy_graph_freeze()");
         return SY_E_STATE;
     }
+    sy__runtime_clear_failure(rt);
     xp_run r = {.x = x, .rt = rt, .g = g, .plan = plan, .n_tensors = sy_graph_tensor_count(g),
                 .D = plan->n_dev};
     sy_status st = xp_check(&r);

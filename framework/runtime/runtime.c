@@ -68,6 +68,41 @@ void *sy__array_grow(void *items, uint32_t need, size_t elem_size, uint32_t *ino
     return grown;
 }
 
+/* ------------------------------------------------------------- failures */
+
+void sy__runtime_note_failure(sy_runtime *rt, uint32_t device, const sy_node *node,
+                              sy_status status)
+{
+    sy_device_failure *f = &rt->failure;
+    memset(f, 0, sizeof *f);
+    f->device = device;
+    f->node = node ? node->id : UINT32_MAX;
+    f->status = status;
+    if (node)
+        snprintf(f->node_name, sizeof f->node_name, "%s", node->name);
+    snprintf(f->text, sizeof f->text, "%.*s", (int)sizeof f->text - 1, rt->last_error);
+    rt->has_failure = true;
+}
+
+void sy__runtime_clear_failure(sy_runtime *rt)
+{
+    rt->has_failure = false;
+}
+
+sy_status sy_runtime_query_device_failure(const sy_runtime *rt, sy_device_failure *out_failure)
+{
+    if (!out_failure)
+        return SY_E_INVALID_ARG;
+    memset(out_failure, 0, sizeof *out_failure);
+    out_failure->node = UINT32_MAX;
+    if (!rt)
+        return SY_E_INVALID_ARG;
+    if (!rt->has_failure)
+        return SY_E_NOT_FOUND;
+    *out_failure = rt->failure;
+    return SY_OK;
+}
+
 /* ------------------------------------------------------------- logging */
 
 void sy__runtime_logv(sy_runtime *rt, sy_log_level level, const char *fmt, va_list ap)

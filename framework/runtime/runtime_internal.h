@@ -63,7 +63,17 @@ struct sy_runtime {
     uint32_t refusal_count, refusal_cap;
 
     char last_error[1024];
+    bool has_failure;          /* failure holds the last device failure of a plan run */
+    sy_device_failure failure;
 };
+
+/* Records that runtime device |device| failed (|node|: graph index of the
+ * node it failed on, or UINT32_MAX), with rt->last_error as its text: what
+ * sy_runtime_query_device_failure() reports and sessions re-plan around. */
+void sy__runtime_note_failure(sy_runtime *rt, uint32_t device, const sy_node *node,
+                              sy_status status);
+/* Forgets the last device failure (a plan run starts). */
+void sy__runtime_clear_failure(sy_runtime *rt);
 
 /* Formats |fmt| into rt->last_error. */
 void sy__runtime_set_error(sy_runtime *rt, const char *fmt, ...)

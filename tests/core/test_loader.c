@@ -258,8 +258,9 @@ Test(loader, loads_a_directory_in_sorted_order_and_refuses_each_broken_file_ther
 {
     log_capture cap = {0};
     sy_runtime *rt = load(SY_TEST_PLUGIN_DIR, &cap);
-    static const char *const loaded[] = {"dup",       "fault_alloc", "fault_execute", "future_minor",
-                                         "opaquedev", "testdev",     "unmapped"};
+    static const char *const loaded[] = {"dup",          "fault_alloc", "fault_execute",
+                                         "fault_matmul", "future_minor", "opaquedev",
+                                         "testdev",      "unmapped"};
     static const char *const refused[] = {"abi99.so",        "dup_b.so",        "fault_describe.so",
                                           "init_fails.so",   "no_entry.so",     "null_execute.so",
                                           "query_null.so",   "small_table.so",  "x.so"};

@@ -476,7 +476,8 @@ static void load_profile_text(sy_planner *pl, const char *dir, const char *name,
     unlink(path);
 }
 
-#define PROFILE_HEAD "{\"schema\": \"switchyard-profile\", \"format_version\": 1, \"version\": \"e\", "
+#define PROFILE_HEAD                                                                               \
+    "{\"schema\": \"switchyard-profile\", \"format_version\": 1, \"version\": \"e\", "
 
 Test(planner, energy_policy_keeps_matmuls_off_a_fast_power_hungry_device)
 {
@@ -642,8 +643,9 @@ static void random_power_profile(char *out, size_t size, const char *device, uin
                        device, 0.1 + 3.0 * st_uniform(rng), 1.0 + 40.0 * st_uniform(rng));
     for (uint32_t k = 0; k < 5; k++)
         len += snprintf(out + len, size - (size_t)len,
-                        "%s{\"op\": \"%s\", \"overhead_s\": %.4g, \"active_w\": %.4g}", k ? "," : "",
-                        ops[k], 1e-6 + 50e-6 * st_uniform(rng), 1.0 + 60.0 * st_uniform(rng));
+                        "%s{\"op\": \"%s\", \"overhead_s\": %.4g, \"active_w\": %.4g}",
+                        k ? "," : "", ops[k], 1e-6 + 50e-6 * st_uniform(rng),
+                        1.0 + 60.0 * st_uniform(rng));
     len += snprintf(out + len, size - (size_t)len, "], \"links\": [");
     static const char *const devs[] = {"cpu", "testdev", "opaquedev"};
     uint32_t n_links = 0;

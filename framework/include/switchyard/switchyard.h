@@ -188,6 +188,24 @@ bool sy_runtime_device_supports(const sy_runtime *rt, uint32_t i, const sy_node 
  * This is the single-device path; the scheduler places multi-device plans. */
 sy_status sy_runtime_execute_on(sy_runtime *rt, sy_graph *g, uint32_t dev);
 
+/* A device that failed while running a plan: an error from its execute,
+ * synchronize, buffer or copy functions, or a node it no longer supports
+ * (a cached plan meeting a kernel the device refused since). */
+typedef struct sy_device_failure {
+    uint32_t device;              /* runtime index of the device */
+    uint32_t node;                /* graph index of the node it failed on; UINT32_MAX when
+                                   * no one node is to blame (a leaf, a transfer) */
+    sy_status status;
+    char node_name[SY_NAME_MAX];  /* "" when node is UINT32_MAX */
+    char text[512];               /* the error as sy_runtime_last_error() gave it */
+} sy_device_failure;
+
+/* Describes the device failure of the last plan run (sy_runtime_execute_plan)
+ * if it failed on a device; SY_E_NOT_FOUND when it did not (each run starts
+ * by forgetting the previous one's).  Sessions use it to re-plan around
+ * the failing (node, device) pair (sy_session_query_failure). */
+sy_status sy_runtime_query_device_failure(const sy_runtime *rt, sy_device_failure *out_failure);
+
 /* Hwloc topology summary of this machine, one line. */
 sy_status sy_runtime_query_topology(const sy_runtime *rt, char *out_text, size_t size);
 
@@ -345,6 +363,28 @@ typedef struct sy_metrics {
     uint64_t kv_bytes;         /* this session's KV cache */
 } sy_metrics;
 
+/* A device that failed while running one of the session's steps.  The
+ * session marked the pair unsupported in its planner, re-planned and ran
+ * the step again, so generation went on (docs/scheduler.md, "Device
+ * failures"); each failure is also logged as a warning. */
+typedef struct sy_session_failure {
+    const char *device;   /* the device's name */
+    const char *node;     /* the node it failed on; "" when no one node was to blame */
+    const char *excluded; /* what the session took off the device: the node's name, its op
+                           * ("matmul") when the op had failed there before, or "*" */
+    sy_status status;
+    const char *text;     /* the error as the executor gave it */
+    uint32_t position;    /* n_past of the step */
+} sy_session_failure;
+
+/* Returns the number of device failures |s| has re-planned around. */
+uint32_t sy_session_failure_count(const sy_session *s);
+
+/* Describes failure |i| (0 .. count-1, oldest first).  Strings are owned
+ * by |s| and valid until it is destroyed. */
+sy_status sy_session_query_failure(const sy_session *s, uint32_t i,
+                                   sy_session_failure *out_failure);
+
 /* Metrics of the last sy_session_generate(). */
 sy_status sy_session_query_metrics(const sy_session *s, sy_metrics *out_metrics);
 
@@ -423,6 +463,15 @@ sy_status sy_planner_load_profile(sy_planner *pl, const char *path);
  * naming it and why, and the search goes on.  Sessions call this.
  * *out_loaded (may be NULL): devices that got a profile. */
 sy_status sy_planner_load_default_profiles(sy_planner *pl, uint32_t *out_loaded);
+
+/* Marks the nodes whose name or op name matches |pattern| (fnmatch, as
+ * pins: "blk.3.attn_q", "rope", "*") unsupported on runtime device
+ * |device| for every later plan of |pl|; plans quote |reason| (may be
+ * NULL) as the refusal ("failed at run time: ...").  Sessions call it when
+ * a device fails at run time.  Empties the plan cache.  SY_E_LIMIT past
+ * 256 exclusions. */
+sy_status sy_planner_exclude(sy_planner *pl, const char *pattern, uint32_t device,
+                             const char *reason);
 
 /* Plans the frozen graph |g|: capability, costs, placement, transfers.
  * Returns the cached plan when a graph of the same signature (topology,

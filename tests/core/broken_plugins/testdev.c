@@ -11,6 +11,9 @@
  *                         even though the core gets no pointer to it
  *   TESTDEV_FAIL_ALLOC_AT=N   the Nth buffer_alloc fails (fault injection)
  *   TESTDEV_FAIL_EXECUTE=1    execute() fails after running the first node
+ *   TESTDEV_FAIL_OP=OP        execute() fails (SY_E_DEVICE) on every node of
+ *                             op OP, which supports() accepts: a kernel that
+ *                             breaks at run time
  *   TESTDEV_FAIL_DESCRIBE=1   describe() fails
  *   TESTDEV_ABI_MINOR=N   claims ABI 1.N with a table longer than 1.0's
  *
@@ -42,6 +45,9 @@
 #endif
 #ifndef TESTDEV_FAIL_DESCRIBE
 #define TESTDEV_FAIL_DESCRIBE 0
+#endif
+#ifndef TESTDEV_FAIL_OP
+#define TESTDEV_FAIL_OP SY_OP_NONE
 #endif
 #ifndef TESTDEV_ABI_MINOR
 #define TESTDEV_ABI_MINOR SY_PLUGIN_ABI_MINOR
@@ -295,6 +301,10 @@ static sy_status testdev_execute(void *state, uint32_t dev, sy_node *const *node
         const sy_node *node = nodes[i];
         if (sy_op_is_view(node->op))
             continue;
+        if (TESTDEV_FAIL_OP != SY_OP_NONE && node->op == (uint32_t)TESTDEV_FAIL_OP) {
+            testdev_logf(s, SY_LOG_ERROR, "node '%s': kernel failed (fault injection)", node->name);
+            return SY_E_DEVICE;
+        }
         sy_tensor ins[SY_MAX_INPUTS], out;
         sy_node local = *node;
         for (uint32_t k = 0; k < node->n_inputs; k++) {
