@@ -85,29 +85,133 @@ static double fit_time(const sy__op_entry *e, double flops, double bytes)
     return e->overhead_s + e->s_per_flop * flops + e->s_per_byte * bytes;
 }
 
-/* Measured points: log-log interpolation between the two shape classes
- * around |work|; outside them the fitted model where there is one, else
- * proportional scaling above the range and the smallest time below it
- * (small ops are overhead-bound, so guessing lower would flatter them). */
-static double entry_time(const sy__op_entry *e, double flops, double bytes)
+/* Appends "AxBxC" (dims of |t| up to its last one above 1, at least one)
+ * at out[*used]. */
+static void label_dims(const sy_tensor *t, uint32_t n_max, char *out, size_t size, size_t *used)
+{
+    uint32_t n = 1;
+    for (uint32_t d = 1; d < 4 && d < n_max; d++)
+        if (t->ne[d] != 1)
+            n = d + 1;
+    for (uint32_t d = 0; d < n && *used < size; d++) {
+        int w = snprintf(out + *used, size - *used, "%s%lld", d ? "x" : "", (long long)t->ne[d]);
+        *used = w > 0 ? *used + (size_t)w : size;
+    }
+}
+
+void sy__cost_shape_label(const sy_node *node, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (uint32_t k = 0; k < node->n_inputs && k < SY_MAX_INPUTS && used < size; k++) {
+        const sy_tensor *t = node->inputs[k];
+        if (!t)
+            break;
+        if (k > 0) {
+            int w = snprintf(out + used, size - used, " %s:", sy_dtype_name(t->dtype));
+            used = w > 0 ? used + (size_t)w : size;
+        }
+        label_dims(t, 4, out, size, &used);
+    }
+    if (used >= size && size > 0)
+        out[size - 1] = '\0';
+}
+
+void sy__cost_shape_group(const sy_node *node, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    const sy_tensor *a = node->n_inputs > 0 ? node->inputs[0] : NULL;
+    if (!a)
+        return;
+    /* What stays when only tokens or context change: weights whole; the
+     * head size and head count of per-head ops; else the row length. */
+    uint32_t keep = 1;
+    if (node->op == SY_OP_MATMUL || node->op == SY_OP_GET_ROWS)
+        keep = 4;
+    else if (node->op == SY_OP_ATTENTION || node->op == SY_OP_ROPE || node->op == SY_OP_KV_WRITE)
+        keep = 2;
+    label_dims(a, keep, out, size, &used);
+    if (used >= size && size > 0)
+        out[size - 1] = '\0';
+}
+
+static double log_interp(const sy__cost_point *a, const sy__cost_point *b, double w)
+{
+    if (b->work == a->work || w <= a->work)
+        return a->seconds;
+    double f = log(w / a->work) / log(b->work / a->work);
+    return exp(log(a->seconds) + f * (log(b->seconds) - log(a->seconds)));
+}
+
+/* Time of work |w| among the points of one group, |pt|[0..n) in
+ * ascending work.  Within a group only tokens or context change, and
+ * time grows about linearly with them (a fixed part plus a part per token
+ * or per cached row), so between two points it is interpolated linearly
+ * and past the last two it follows their line.  Below the smallest point
+ * the line is floored by proportional scaling, and a lone point scales as
+ * the entry's fitted model does (or proportionally without one). */
+static double group_time(const sy__op_entry *e, const sy__cost_point *const *pt, uint32_t n,
+                         double flops, double bytes, double w)
+{
+    if (n == 1) {
+        const sy__cost_point *p = pt[0];
+        double at = e->has_fit ? fit_time(e, p->flops, p->bytes) : 0;
+        if (at > 0)
+            return p->seconds * fit_time(e, flops, bytes) / at;
+        return w > p->work ? p->seconds * (w / p->work) : p->seconds;
+    }
+    uint32_t k = 0; /* the pair (k, k + 1) around w, or the nearest pair */
+    while (k + 2 < n && pt[k + 1]->work < w)
+        k++;
+    const sy__cost_point *a = pt[k], *b = pt[k + 1];
+    if (b->work <= a->work)
+        return w <= a->work ? a->seconds : b->seconds;
+    double slope = (b->seconds - a->seconds) / (b->work - a->work);
+    if (w > b->work && slope < 0)
+        slope = 0;
+    double t = a->seconds + slope * (w - a->work);
+    if (w < pt[0]->work) {
+        double floor = pt[0]->seconds * (w / pt[0]->work);
+        t = t > floor ? t : floor;
+    }
+    return t;
+}
+
+/* Predicted seconds of |node| from entry |e|, most specific first: a
+ * point measured on the node's own shape class; else interpolation
+ * among the points of its group (the same weights, or heads, or row
+ * length: only tokens or context differ); else among all of the entry's
+ * points; else the fitted model alone. */
+static double entry_time(const sy__op_entry *e, const sy_node *node, double flops, double bytes)
 {
     if (e->n_points == 0)
         return fit_time(e, flops, bytes);
+    char label[SY__COST_SHAPE_MAX], group[SY__COST_GROUP_MAX];
+    sy__cost_shape_label(node, label, sizeof label);
+    for (uint32_t i = 0; i < e->n_points; i++)
+        if (strcmp(e->points[i].shape, label) == 0)
+            return e->points[i].seconds;
     double w = sy__cost_work(flops, bytes);
+    const sy__cost_point *sel[64];
+    uint32_t n = 0;
+    sy__cost_shape_group(node, group, sizeof group);
+    for (uint32_t i = 0; i < e->n_points && n < 64; i++)
+        if (e->points[i].group[0] && strcmp(e->points[i].group, group) == 0)
+            sel[n++] = &e->points[i];
+    if (n > 0)
+        return group_time(e, sel, n, flops, bytes, w);
+    /* No point of the group: the entry's own axis, as if it were one. */
     const sy__cost_point *pt = e->points;
-    uint32_t n = e->n_points;
-    if (w > pt[n - 1].work)
-        return e->has_fit ? fit_time(e, flops, bytes) : pt[n - 1].seconds * (w / pt[n - 1].work);
+    uint32_t np = e->n_points;
+    if (w > pt[np - 1].work)
+        return e->has_fit ? fit_time(e, flops, bytes) : pt[np - 1].seconds * (w / pt[np - 1].work);
     if (w < pt[0].work)
         return e->has_fit ? fit_time(e, flops, bytes) : pt[0].seconds;
     uint32_t k = 0;
-    while (k + 1 < n && pt[k + 1].work < w)
+    while (k + 1 < np && pt[k + 1].work < w)
         k++;
-    if (k + 1 == n || pt[k + 1].work == pt[k].work || w <= pt[k].work)
-        return pt[k].seconds;
-    const sy__cost_point *a = &pt[k], *b = &pt[k + 1];
-    double f = log(w / a->work) / log(b->work / a->work);
-    return exp(log(a->seconds) + f * (log(b->seconds) - log(a->seconds)));
+    return k + 1 < np ? log_interp(&pt[k], &pt[k + 1], w) : pt[k].seconds;
 }
 
 double sy__cost_node(const sy__device_model *m, const sy_node *node, bool *out_unmeasured)
@@ -121,7 +225,7 @@ double sy__cost_node(const sy__device_model *m, const sy_node *node, bool *out_u
     const sy__op_entry *e =
         node->op < SY_OP_COUNT && dt < SY_DTYPE_COUNT ? m->entry[node->op][dt] : NULL;
     if (e)
-        return entry_time(e, (double)flops, (double)bytes);
+        return entry_time(e, node, (double)flops, (double)bytes);
     *out_unmeasured = true;
     double tf = (double)flops / m->peak_flops, tb = (double)bytes / m->peak_bandwidth;
     return (tf > tb ? tf : tb) + m->launch_s;

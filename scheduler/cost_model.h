@@ -46,10 +46,16 @@
 /* Energy of a copy per byte moved (a DRAM read and write), J/B. */
 #define SY__DEFAULT_LINK_J_PER_BYTE 1e-10
 
+/* Longest shape and group labels (sy__cost_shape_label). */
+#define SY__COST_SHAPE_MAX 96
+#define SY__COST_GROUP_MAX 48
+
 /* One measured shape class: what the node counted and how long it took. */
 typedef struct sy__cost_point {
     double flops, bytes, seconds;
     double work; /* interpolation coordinate, see sy__cost_work() */
+    char shape[SY__COST_SHAPE_MAX]; /* "" when the profile names none */
+    char group[SY__COST_GROUP_MAX]; /* "" when the profile names none */
 } sy__cost_point;
 
 /* Measurements of one op family on one dtype. */
@@ -97,6 +103,20 @@ void sy__profile_destroy(sy__profile *p);
  * fixed reference rates, so that compute- and memory-bound shapes order
  * sensibly on one axis. */
 double sy__cost_work(double flops, double bytes);
+
+/* Writes the shape class of |node| as profile points name it: the first
+ * input's dimensions, then "dtype:dimensions" of every other input, each
+ * dimension list without trailing 1s ("576x1536 f32:576x32" for a matmul
+ * of 576x1536 weights with 32 tokens).  A point with this label is the
+ * node's own measurement. */
+void sy__cost_shape_label(const sy_node *node, char *out, size_t size);
+
+/* Writes the group of |node|: what its shape classes share when only the
+ * token count or the context length changes — a matmul's or get_rows'
+ * weights ("576x1536"), the head size and head count of attention, rope
+ * and kv_write ("64x9"), else the row length ("576").  Points of the
+ * node's group are the ones interpolated between. */
+void sy__cost_shape_group(const sy_node *node, char *out, size_t size);
 
 /* What the planner knows about one device when costing. */
 typedef struct sy__device_model {

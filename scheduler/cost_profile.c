@@ -157,6 +157,18 @@ static sy_status prof_read_op(prof_reader *r, const cJSON *o, uint32_t i, sy__op
             return st;
         if (isnan(cp->seconds) || cp->seconds <= 0)
             return prof_fail(r, "%sseconds: expected a positive number", pw);
+        const cJSON *label = cJSON_GetObjectItemCaseSensitive(p, "shape");
+        if (label && (!cJSON_IsString(label) || strlen(label->valuestring) >= sizeof cp->shape))
+            return prof_fail(r, "%sshape: expected a string of at most %u characters", pw,
+                             (unsigned)sizeof cp->shape - 1);
+        if (label)
+            memcpy(cp->shape, label->valuestring, strlen(label->valuestring) + 1);
+        const cJSON *group = cJSON_GetObjectItemCaseSensitive(p, "group");
+        if (group && (!cJSON_IsString(group) || strlen(group->valuestring) >= sizeof cp->group))
+            return prof_fail(r, "%sgroup: expected a string of at most %u characters", pw,
+                             (unsigned)sizeof cp->group - 1);
+        if (group)
+            memcpy(cp->group, group->valuestring, strlen(group->valuestring) + 1);
         cp->flops = isnan(cp->flops) ? 0.0 : cp->flops;
         cp->bytes = isnan(cp->bytes) ? 0.0 : cp->bytes;
         cp->work = sy__cost_work(cp->flops, cp->bytes);

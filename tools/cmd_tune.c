@@ -219,6 +219,14 @@ static int tune_one(sy_runtime *rt, uint32_t dev, sy_model *m, const sy_probe *p
     }
     printf("%-10s %3u shape classes, %2u op/dtype entries, %u skipped, %.1f s -> %s\n", d.name,
            s.n, n_entries, skipped, sy__probe_now() - t0, path);
+    for (uint32_t k = 0; k < s.n_steps; k++) {
+        const tune_step_note *sn = &s.steps[k];
+        double ratio = sn->nodes_s > 0 ? sn->launch_s / sn->nodes_s : 0;
+        printf("  %-7s %3u token%s after %4u: one launch %8.3f ms, nodes alone %8.3f ms: x%.3f %s\n",
+               sn->tokens == 1 ? "decode" : "prefill", sn->tokens, sn->tokens == 1 ? " " : "s",
+               sn->past, sn->launch_s * 1e3, sn->nodes_s * 1e3, ratio,
+               sn->applied ? "applied" : "not applied (other processes preempt the launch)");
+    }
     rc = 0;
 out_json:
     free(json);

@@ -16,13 +16,33 @@ typedef struct tune_sample {
     uint32_t op;    /* sy_op */
     int32_t dtype;  /* dtype of the node's first input */
     double flops, bytes;
-    double seconds; /* median */
-    char shape[48]; /* "576x1536x1" label */
+    double seconds; /* sy__timing_estimate, the median over nodes of one class */
+    char shape[96]; /* sy__cost_shape_label: "576x1536 f32:576x32" */
+    char group[48]; /* sy__cost_shape_group: "576x1536" */
 } tune_sample;
+
+/* How one model step was calibrated: its nodes are timed one launch
+ * each, but a session runs the step as one launch, which differs by a
+ * factor (here 1.03-1.08 on the CPU: the lower quartile of a sum is not
+ * the sum of lower quartiles, and long launches run a little slower).  The
+ * step's samples are scaled by launch_s / nodes_s when that lies within
+ * [TUNE_MIN_FACTOR, TUNE_MAX_FACTOR]; outside it the one-launch figure is
+ * taken for preemption by other processes and not applied. */
+#define TUNE_MIN_FACTOR 0.5
+#define TUNE_MAX_FACTOR 1.25
+#define TUNE_MAX_STEPS 16u
+
+typedef struct tune_step_note {
+    uint32_t tokens, past;
+    double launch_s, nodes_s; /* the step as one launch; the sum of its nodes alone */
+    bool applied;
+} tune_step_note;
 
 typedef struct tune_samples {
     tune_sample *v;
     uint32_t n, cap;
+    tune_step_note steps[TUNE_MAX_STEPS]; /* model steps timed in place */
+    uint32_t n_steps;
 } tune_samples;
 
 sy_status tune_samples_add(tune_samples *s, const tune_sample *x);
@@ -85,8 +105,8 @@ static inline uint32_t tune_reps(const tune_opts *o)
 
 /* The steps a model is tuned on, as {tokens, past} pairs: decode at
  * decode_past and 4x it (and a quarter of it without --quick), prefill of
- * prefill_tokens (and a quarter of them without --quick).  Returns the
- * count, at most |max|. */
+ * prefill_tokens and a quarter of them (without --quick also 1/8, 3/8,
+ * 1/2, 5/8, 3/4, 3/2 and 2x).  Returns the count, at most |max|. */
 uint32_t tune_model_steps(const tune_opts *o, uint32_t out_steps[][2], uint32_t max);
 
 /* Times every node of |g| (bound in |b|) one launch at a time, in graph

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost_model.h"
 #include "model_internal.h"
 #include "probe.h"
 #include "tune.h"
@@ -76,18 +77,10 @@ static sy_status tb_graph(sy_op op, const sy_tensor *const *inputs, void *const 
     return SY_OK;
 }
 
-static void tb_label(const sy_node *n, char *out, size_t size)
+static void tb_label(const sy_node *n, tune_sample *x)
 {
-    const sy_tensor *a = n->inputs[0];
-    if (n->op == SY_OP_MATMUL && n->n_inputs > 1)
-        snprintf(out, size, "%lldx%lldx%lld", (long long)a->ne[0], (long long)a->ne[1],
-                 (long long)n->inputs[1]->ne[1]);
-    else if (n->n_inputs > 1 && n->op == SY_OP_ATTENTION)
-        snprintf(out, size, "%lldx%lldx%lld/%lld", (long long)a->ne[0], (long long)a->ne[1],
-                 (long long)a->ne[2], (long long)n->inputs[1]->ne[2]);
-    else
-        snprintf(out, size, "%lldx%lldx%lld", (long long)a->ne[0], (long long)a->ne[1],
-                 (long long)a->ne[2]);
+    sy__cost_shape_label(n, x->shape, sizeof x->shape);
+    sy__cost_shape_group(n, x->group, sizeof x->group);
 }
 
 /* Times the single node of |g| on |dev| and appends the sample. */
@@ -122,7 +115,7 @@ static sy_status tb_time(sy_runtime *rt, uint32_t dev, sy_graph *g, const tune_o
     sy_op_cost(n, &flops, &bytes);
     tune_sample x = {.op = n->op, .dtype = (int32_t)n->inputs[0]->dtype, .flops = (double)flops,
                      .bytes = (double)bytes, .seconds = s};
-    tb_label(n, x.shape, sizeof x.shape);
+    tb_label(n, &x);
     if (o->verbose)
         fprintf(stderr, "  %-10s %-5s %-20s %10.1f us\n", sy_op_name((sy_op)x.op),
                 sy_dtype_name((uint32_t)x.dtype), x.shape, s * 1e6);
@@ -235,18 +228,30 @@ sy_status tune_time_sequence(sy_bench *b, sy_graph *g, uint32_t reps, double *ou
 /* Times every node of |g| in place on |dev| and adds one sample per
  * distinct key: the median over the nodes sharing it (30 layers give 30
  * timings of the same shape class; the median drops a layer whose caches
- * differ). */
-static sy_status tb_model_inplace(sy_bench *b, sy_graph *g, const tune_opts *o, char (*keys)[512],
+ * differ), scaled to the step as one launch (tune_step_note). */
+static sy_status tb_model_inplace(sy_bench *b, sy_graph *g, uint32_t step_tokens,
+                                  uint32_t step_past, const tune_opts *o, char (*keys)[512],
                                   uint32_t *n_keys, uint32_t max_keys, tune_samples *out)
 {
     uint32_t nn = sy_graph_node_count(g);
     double *t = calloc(nn + 1u, sizeof *t), *same = calloc(nn + 1u, sizeof *same);
     char (*nk)[512] = calloc(nn + 1u, sizeof *nk);
     sy_status st = t && same && nk ? SY_OK : SY_E_NO_MEMORY;
+    double launch_s = 0, nodes_s = 0;
     if (st == SY_OK)
-        st = tune_time_sequence(b, g, tune_reps(o), t, NULL);
-    for (uint32_t i = 0; i < nn && st == SY_OK; i++)
+        st = tune_time_sequence(b, g, tune_reps(o), t, &launch_s);
+    for (uint32_t i = 0; i < nn && st == SY_OK; i++) {
         tb_key(sy_graph_node(g, i), nk[i], sizeof nk[i]);
+        nodes_s += t[i];
+    }
+    double factor = nodes_s > 0 ? launch_s / nodes_s : 1.0;
+    bool applied = factor >= TUNE_MIN_FACTOR && factor <= TUNE_MAX_FACTOR;
+    if (!applied)
+        factor = 1.0;
+    if (st == SY_OK && out->n_steps < TUNE_MAX_STEPS)
+        out->steps[out->n_steps++] = (tune_step_note){.tokens = step_tokens, .past = step_past,
+                                                      .launch_s = launch_s, .nodes_s = nodes_s,
+                                                      .applied = applied};
     for (uint32_t i = 0; i < nn && st == SY_OK; i++) {
         const sy_node *n = sy_graph_node(g, i);
         if (sy_op_is_view(n->op) || t[i] <= 0)
@@ -265,8 +270,8 @@ static sy_status tb_model_inplace(sy_bench *b, sy_graph *g, const tune_opts *o, 
         sy_op_cost(n, &flops, &bytes);
         tune_sample x = {.op = n->op, .dtype = (int32_t)n->inputs[0]->dtype,
                          .flops = (double)flops, .bytes = (double)bytes,
-                         .seconds = tb_median(same, ns)};
-        tb_label(n, x.shape, sizeof x.shape);
+                         .seconds = tb_median(same, ns) * factor};
+        tb_label(n, &x);
         if (o->verbose)
             fprintf(stderr, "  %-10s %-5s %-20s %10.1f us (%u nodes)\n", sy_op_name((sy_op)x.op),
                     sy_dtype_name((uint32_t)x.dtype), x.shape, x.seconds * 1e6, ns);
@@ -281,14 +286,29 @@ static sy_status tb_model_inplace(sy_bench *b, sy_graph *g, const tune_opts *o, 
 uint32_t tune_model_steps(const tune_opts *o, uint32_t out_steps[][2], uint32_t max)
 {
     /* Decode at the given context and around it (attention grows with the
-     * context, so its points must span it), prefill at the given batch and
-     * a quarter of it (a point between one token and the full batch). */
+     * context, so its points must span it).  Prefill at the given batch and
+     * at eighths of it: matmul kernels work in tiles of tokens, so time
+     * rises in steps (here 32 -> 40 tokens costs 1.9x, 40 -> 64 1.05x) that
+     * only dense points catch, plus 1.5x and 2x the batch. */
     uint32_t past = o->decode_past, T = o->prefill_tokens ? o->prefill_tokens : 1;
-    uint32_t steps[5][2] = {{1, past}, {1, past * 4}, {T, 0}, {1, past / 4}, {T / 4 ? T / 4 : 1, 0}};
-    uint32_t n = o->quick ? 3 : 5;
-    if (n > max)
-        n = max;
-    memcpy(out_steps, steps, n * sizeof steps[0]);
+    uint32_t quick[][2] = {{1, past}, {1, past * 4}, {T, 0}, {T / 4, 0}};
+    uint32_t full[][2] = {{1, past},        {1, past * 4},     {1, past / 4},    {T, 0},
+                          {T / 8, 0},       {T / 4, 0},        {T * 3 / 8, 0},   {T / 2, 0},
+                          {T * 5 / 8, 0},   {T * 3 / 4, 0},    {T * 3 / 2, 0},   {T * 2, 0}};
+    uint32_t (*list)[2] = o->quick ? quick : full;
+    uint32_t n_list = o->quick ? sizeof quick / sizeof quick[0] : sizeof full / sizeof full[0];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < n_list && n < max; i++) {
+        uint32_t tok = list[i][0] ? list[i][0] : 1;
+        bool dup = false;
+        for (uint32_t k = 0; k < n && !dup; k++)
+            dup = out_steps[k][0] == tok && out_steps[k][1] == list[i][1];
+        if (!dup) {
+            out_steps[n][0] = tok;
+            out_steps[n][1] = list[i][1];
+            n++;
+        }
+    }
     return n;
 }
 
@@ -300,8 +320,8 @@ static sy_status tb_model(sy_runtime *rt, uint32_t dev, sy_model *m, const tune_
     if (!keys)
         return SY_E_NO_MEMORY;
     uint32_t n_keys = 0;
-    uint32_t steps[8][2];
-    uint32_t n_steps = tune_model_steps(o, steps, 8);
+    uint32_t steps[TUNE_MAX_STEPS][2];
+    uint32_t n_steps = tune_model_steps(o, steps, TUNE_MAX_STEPS);
     sy_status st = SY_OK;
     for (uint32_t s = 0; s < n_steps && st == SY_OK; s++) {
         sy_graph *g = NULL;
@@ -311,7 +331,8 @@ static sy_status tb_model(sy_runtime *rt, uint32_t dev, sy_model *m, const tune_
         /* In place when the device runs the whole step; node by node in
          * one-node graphs otherwise (an NPU that lacks some ops). */
         if (st == SY_OK && sy_bench_create(rt, g, dev, &b) == SY_OK)
-            st = tb_model_inplace(b, g, o, keys, &n_keys, max_keys, out);
+            st = tb_model_inplace(b, g, steps[s][0], steps[s][1], o, keys, &n_keys, max_keys,
+                                  out);
         else if (st == SY_OK)
             st = tb_model_graph(rt, dev, g, o, keys, &n_keys, max_keys, out, skipped);
         sy_bench_destroy(b);

@@ -224,6 +224,8 @@ sy_status tune_profile_json(const tune_device_info *info, const tune_samples *s,
                 continue;
             cJSON *p = cJSON_CreateObject();
             cJSON_AddStringToObject(p, "shape", v[k].shape);
+            if (v[k].group[0])
+                cJSON_AddStringToObject(p, "group", v[k].group);
             cJSON_AddNumberToObject(p, "flops", v[k].flops);
             cJSON_AddNumberToObject(p, "bytes", v[k].bytes);
             cJSON_AddNumberToObject(p, "seconds", v[k].seconds);
