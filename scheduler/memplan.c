@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "memplan.h"
+#include "runtime_internal.h"
 
 static uint64_t align_up(uint64_t v, uint64_t a)
 {
@@ -117,7 +118,17 @@ static sy_status pack_slot(sy__mp_item *items, const mp_key *keys, uint32_t n, u
                 near[k++] = (mp_span){other->offset, other->offset + align_up(other->size, align)};
             }
         }
-        qsort(near, k, sizeof *near, span_cmp);
+        if (k > 24) {
+            qsort(near, k, sizeof *near, span_cmp);
+        } else {
+            for (uint32_t a = 1; a < k; a++) { /* usually a handful: qsort costs more */
+                mp_span v = near[a];
+                uint32_t b = a;
+                for (; b > 0 && near[b - 1].lo > v.lo; b--)
+                    near[b] = near[b - 1];
+                near[b] = v;
+            }
+        }
         uint64_t cur = 0, best = UINT64_MAX, best_gap = UINT64_MAX;
         for (uint32_t j = 0; j < k; j++) {
             if (near[j].lo > cur) {
@@ -160,10 +171,10 @@ static sy_status pack_all(sy__mp_item *items, mp_key *keys, uint32_t n, uint32_t
     return st;
 }
 
-/* Sets each key's pressure: the most aligned bytes of its slot live at a
- * tick it spans. */
+/* Sets each key's pressure, the most aligned bytes of its slot live at a
+ * tick it spans, and each slot's most bytes live at once (out_peak). */
 static sy_status set_pressure(const sy__mp_item *items, mp_key *keys, uint32_t n,
-                              uint32_t n_ticks, uint64_t align)
+                              uint32_t n_ticks, uint64_t align, uint64_t *out_peak)
 {
     uint64_t *live = malloc(((size_t)n_ticks + 1) * SY__MAX_PLAN_DEVICES * sizeof *live);
     if (!live)
@@ -174,9 +185,14 @@ static sy_status set_pressure(const sy__mp_item *items, mp_key *keys, uint32_t n
         row[items[i].first] += align_up(items[i].size, align);
         row[items[i].last + 1] -= align_up(items[i].size, align);
     }
-    for (uint32_t d = 0; d < SY__MAX_PLAN_DEVICES; d++)
-        for (uint32_t t = 1; t <= n_ticks; t++)
-            live[(size_t)d * (n_ticks + 1) + t] += live[(size_t)d * (n_ticks + 1) + t - 1];
+    for (uint32_t d = 0; d < SY__MAX_PLAN_DEVICES; d++) {
+        uint64_t *row = live + (size_t)d * (n_ticks + 1);
+        out_peak[d] = row[0];
+        for (uint32_t t = 1; t <= n_ticks; t++) {
+            row[t] += row[t - 1];
+            out_peak[d] = row[t] > out_peak[d] ? row[t] : out_peak[d];
+        }
+    }
     for (uint32_t q = 0; q < n; q++) {
         const sy__mp_item *it = &items[keys[q].index];
         const uint64_t *row = live + (size_t)it->slot * (n_ticks + 1);
@@ -192,7 +208,8 @@ static sy_status set_pressure(const sy__mp_item *items, mp_key *keys, uint32_t n
 /* Two orders, the better kept per slot: largest first, and "breadth
  * first" (items spanning the fullest ticks first, largest first among
  * equals; TFLite's other strategy), which wins where a tick far above the
- * rest decides the arena. */
+ * rest decides the arena.  The second runs only where the first missed
+ * the lower bound (decoders rarely do). */
 sy_status sy__memplan_pack(sy__mp_item *items, uint32_t n, uint32_t n_ticks, uint64_t align,
                            uint64_t *out_arena)
 {
@@ -210,20 +227,26 @@ sy_status sy__memplan_pack(sy__mp_item *items, uint32_t n, uint32_t n_ticks, uin
         keys[i] = (mp_key){items[i].slot, items[i].first, 0, align_up(items[i].size, align), i};
     if (st == SY_OK)
         st = pack_all(items, keys, n, n_ticks, align, out_arena);
-    uint64_t breadth[SY__MAX_PLAN_DEVICES] = {0};
-    if (st == SY_OK) {
-        for (uint32_t i = 0; i < n; i++)
-            first_offset[i] = items[i].offset;
-        st = set_pressure(items, keys, n, n_ticks, align);
-    }
+    uint64_t peak[SY__MAX_PLAN_DEVICES] = {0}, breadth[SY__MAX_PLAN_DEVICES] = {0};
     if (st == SY_OK)
-        st = pack_all(items, keys, n, n_ticks, align, breadth);
+        st = set_pressure(items, keys, n, n_ticks, align, peak);
+    uint32_t m = 0;
+    for (uint32_t q = 0; st == SY_OK && q < n; q++) {
+        uint32_t i = keys[q].index;
+        first_offset[i] = items[i].offset;
+        if (out_arena[items[i].slot] > peak[items[i].slot])
+            keys[m++] = keys[q];
+    }
+    if (st == SY_OK && m > 0)
+        st = pack_all(items, keys, m, n_ticks, align, breadth);
     if (st == SY_OK) {
-        for (uint32_t i = 0; i < n; i++)
-            if (breadth[items[i].slot] >= out_arena[items[i].slot])
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t d = items[i].slot;
+            if (out_arena[d] == peak[d] || breadth[d] >= out_arena[d])
                 items[i].offset = first_offset[i];
+        }
         for (uint32_t d = 0; d < SY__MAX_PLAN_DEVICES; d++)
-            if (breadth[d] < out_arena[d])
+            if (out_arena[d] > peak[d] && breadth[d] < out_arena[d])
                 out_arena[d] = breadth[d];
     }
     free(keys);
@@ -340,6 +363,21 @@ static sy_status run_transfer(mp_builder *b, const sy__plan_step *s,
     else if (add_item(b, root, s->dev, tick) != SY_OK)
         return SY_E_NO_MEMORY;
     return SY_OK;
+}
+
+void sy__memplan_alias_masks(const sy_runtime *rt, const sy_plan *plan,
+                             uint8_t out_alias_to[SY__MAX_PLAN_DEVICES])
+{
+    memset(out_alias_to, 0, SY__MAX_PLAN_DEVICES);
+    for (uint32_t s = 0; s < plan->n_dev; s++) {
+        const sy__device *src = &rt->devices[plan->dev_index[s]];
+        for (uint32_t d = 0; d < plan->n_dev; d++) {
+            const sy__device *dst = &rt->devices[plan->dev_index[d]];
+            if (s != d && src->desc.unified_memory && dst->desc.unified_memory &&
+                dst->plugin->desc.buffer_import_host)
+                out_alias_to[s] |= (uint8_t)(1u << d);
+        }
+    }
 }
 
 sy_status sy__memplan_build(const sy_graph *g, const sy_plan *plan,

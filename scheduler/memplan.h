@@ -58,6 +58,12 @@ typedef struct sy__memplan {
 sy_status sy__memplan_pack(sy__mp_item *items, uint32_t n, uint32_t n_ticks, uint64_t align,
                            uint64_t *out_arena);
 
+/* Fills alias_to[s] with the slots of |plan| that a transfer from slot s
+ * maps instead of copying, as the executor does: both devices share host
+ * memory and the destination can wrap it (buffer_import_host). */
+void sy__memplan_alias_masks(const sy_runtime *rt, const sy_plan *plan,
+                             uint8_t out_alias_to[SY__MAX_PLAN_DEVICES]);
+
 /* Plans the arenas for running |g| by |plan| with the graph's own sizes.
  * alias_to[s] is the mask of slots a transfer from slot s maps instead of
  * copying.  On failure (a plan that reads an activation where it never

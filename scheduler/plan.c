@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memplan.h"
 #include "plan_internal.h"
 
 static uint32_t plan_pool_add(sy_plan *p, const char *text)
@@ -302,6 +303,19 @@ sy_status sy__plan_build(sy__plan_ctx *c, sy_plan **out_plan)
     }
     memcpy(p->leaf_home, c->leaf_home, c->n_tensors);
     sy__ctx_memory(c, p->mem);
+    /* Activations as the executor holds them: in arenas, reused by lifetime. */
+    uint8_t alias_to[SY__MAX_PLAN_DEVICES];
+    sy__memplan_alias_masks(c->rt, p, alias_to);
+    sy__memplan mp;
+    char err[256];
+    st = sy__memplan_build(c->g, p, alias_to, SY__MEMPLAN_ALIGN, &mp, err, sizeof err);
+    if (st != SY_OK) {
+        sy_plan_release(p);
+        return sy__planner_fail(c->pl, st, "memory plan: %s", err);
+    }
+    for (uint32_t d = 0; d < c->D; d++)
+        p->mem[d].activation_bytes = mp.arena[d];
+    sy__memplan_free(&mp);
     p->predicted_s = p->compute_s + p->transfer_s;
     p->predicted_j = p->compute_j + p->transfer_j;
     p->energy_measured = true;

@@ -397,44 +397,78 @@ static uint64_t mem_total(const sy_plan_memory *m)
     return m->weight_bytes + m->kv_bytes + m->activation_bytes;
 }
 
-/* Places, and while a device is over its budget moves nodes off it. */
-static sy_status planner_fit_memory(sy__plan_ctx *c)
+/* The device most over its budget in |mem| (by ratio), or SY__NONE. */
+static uint32_t over_budget(const sy__plan_ctx *c, const sy_plan_memory *mem, bool with_act)
+{
+    uint32_t worst = SY__NONE;
+    double worst_ratio = 1.0;
+    for (uint32_t d = 0; d < c->D; d++) {
+        if (!mem[d].budget_bytes)
+            continue;
+        uint64_t need = mem[d].weight_bytes + mem[d].kv_bytes;
+        if (with_act)
+            need += mem[d].activation_bytes;
+        double ratio = (double)need / (double)mem[d].budget_bytes;
+        if (ratio > worst_ratio) {
+            worst_ratio = ratio;
+            worst = d;
+        }
+    }
+    return worst;
+}
+
+/* Places and builds the plan, and while a device is over its budget moves
+ * nodes off it and tries again.  Activations count as the arena the
+ * executor will hold, which only a built plan knows; the sum of their
+ * sizes (no reuse) bounds it from above.  So a round where leaves alone
+ * overflow a device evicts by that bound without building a plan, a round
+ * where even the bound fits builds the plan and returns it, and only in
+ * between is the plan built to see its arena. */
+static sy_status planner_fit_memory(sy__plan_ctx *c, sy_plan **out_plan)
 {
     for (uint32_t round = 0; round < MEMORY_ROUNDS; round++) {
         sy_status st = planner_place(c);
         if (st != SY_OK)
             return st;
-        sy_plan_memory mem[SY__MAX_PLAN_DEVICES];
-        sy__ctx_memory(c, mem);
-        uint32_t worst = SY__NONE;
-        double worst_ratio = 1.0;
-        for (uint32_t d = 0; d < c->D; d++) {
-            if (!mem[d].budget_bytes)
-                continue;
-            double ratio = (double)mem_total(&mem[d]) / (double)mem[d].budget_bytes;
-            if (ratio > worst_ratio) {
-                worst_ratio = ratio;
-                worst = d;
-            }
-        }
+        sy_plan_memory bound[SY__MAX_PLAN_DEVICES];
+        sy__ctx_memory(c, bound);
+        sy_plan *p = NULL;
+        uint32_t worst = over_budget(c, bound, false);
+        sy_plan_memory m;
         if (worst == SY__NONE) {
-            if (round > 0) {
-                size_t len = strlen(c->algorithm);
-                snprintf(c->algorithm + len, sizeof c->algorithm - len,
-                         "; %u rounds to fit memory budgets", round + 1);
+            bool surely_fits = over_budget(c, bound, true) == SY__NONE;
+            st = sy__plan_build(c, &p);
+            if (st != SY_OK)
+                return st;
+            worst = surely_fits ? SY__NONE : over_budget(c, p->mem, true);
+            if (worst == SY__NONE) {
+                if (round > 0) {
+                    size_t len = strlen(p->algorithm);
+                    snprintf(p->algorithm + len, sizeof p->algorithm - len,
+                             "; %u rounds to fit memory budgets", round + 1);
+                }
+                *out_plan = p;
+                return SY_OK;
             }
-            return SY_OK;
+            m = p->mem[worst];
+            sy_plan_release(p);
+        } else {
+            m = bound[worst];
         }
-        const sy_plan_memory *m = &mem[worst];
-        uint64_t excess = mem_total(m) - m->budget_bytes;
-        if (evict(c, worst, excess) == 0)
-            return sy__planner_fail(
-                c->pl, SY_E_LIMIT,
-                "model needs %.1f MiB on %s, budget %.1f MiB (weights %.1f MiB, KV %.1f MiB, "
-                "activations %.1f MiB); nothing left there can run elsewhere",
-                (double)mem_total(m) / MIB, c->dm[worst].desc.name, (double)m->budget_bytes / MIB,
-                (double)m->weight_bytes / MIB, (double)m->kv_bytes / MIB,
-                (double)m->activation_bytes / MIB);
+        uint64_t excess = mem_total(&m) - m.budget_bytes;
+        if (evict(c, worst, excess) > 0)
+            continue;
+        if (!p && sy__plan_build(c, &p) == SY_OK) {
+            m = p->mem[worst]; /* say what the arena needs, not the bound */
+            sy_plan_release(p);
+        }
+        return sy__planner_fail(
+            c->pl, SY_E_LIMIT,
+            "model needs %.1f MiB on %s, budget %.1f MiB (weights %.1f MiB, KV %.1f MiB, "
+            "activations %.1f MiB); nothing left there can run elsewhere",
+            (double)mem_total(&m) / MIB, c->dm[worst].desc.name, (double)m.budget_bytes / MIB,
+            (double)m.weight_bytes / MIB, (double)m.kv_bytes / MIB,
+            (double)m.activation_bytes / MIB);
     }
     return sy__planner_fail(c->pl, SY_E_LIMIT,
                             "could not fit the plan in the memory budgets after %u rounds",
@@ -468,9 +502,7 @@ static sy_status planner_run(sy_planner *pl, const sy_graph *g, const sy__plan_r
     if (st == SY_OK)
         st = sy__ctx_costs(&c);
     if (st == SY_OK)
-        st = planner_fit_memory(&c);
-    if (st == SY_OK)
-        st = sy__plan_build(&c, out_plan);
+        st = planner_fit_memory(&c, out_plan);
     sy__ctx_free(&c);
     return st;
 }

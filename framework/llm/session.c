@@ -37,6 +37,7 @@ struct sy_session {
     float *logits;               /* n_vocab floats: last position */
     sy_metrics metrics;
     sy__replan replan; /* device failures re-planned around */
+    sy_executor *exec;  /* runs every step: arenas and weights kept between steps */
     char err[1024];
 };
 
@@ -81,6 +82,7 @@ void sy_session_destroy(sy_session *s)
 {
     if (!s)
         return;
+    sy_executor_destroy(s->exec);
     sy__kv_cache_deinit(&s->kv);
     free(s->hist);
     free(s->tokens);
@@ -211,6 +213,8 @@ sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_sess
     st = sy_planner_create(rt, &s->planner);
     if (st == SY_OK)
         st = sy_planner_load_default_profiles(s->planner, NULL);
+    if (st == SY_OK)
+        st = sy_executor_create(rt, &s->exec);
     if (st != SY_OK) {
         sy_session_destroy(s);
         return st;
@@ -290,8 +294,8 @@ static sy_status eval_chunk(sy_session *s, const int32_t *tokens, uint32_t n, bo
     st = sy__model_build_graph(s->m, &step, &g, s->err, sizeof s->err);
     if (st != SY_OK)
         return st;
-    st = sy__replan_run_step(&s->replan, s->m->rt, s->planner, &s->plan_opts, g, s->n_past, s->err,
-                             sizeof s->err);
+    st = sy__replan_run_step(&s->replan, s->m->rt, s->planner, s->exec, &s->plan_opts, g,
+                             s->n_past, s->err, sizeof s->err);
     sy_graph_destroy(g);
     if (st == SY_OK) {
         if (s->hist)

@@ -81,7 +81,7 @@ static sy_status replan_exclude(sy__replan *rp, sy_runtime *rt, sy_planner *pl, 
     return SY_OK;
 }
 
-sy_status sy__replan_run_step(sy__replan *rp, sy_runtime *rt, sy_planner *pl,
+sy_status sy__replan_run_step(sy__replan *rp, sy_runtime *rt, sy_planner *pl, sy_executor *x,
                               const sy_plan_options *opts, sy_graph *g, uint32_t position,
                               char *err, size_t err_size)
 {
@@ -93,7 +93,7 @@ sy_status sy__replan_run_step(sy__replan *rp, sy_runtime *rt, sy_planner *pl,
                      sy_planner_last_error(pl));
             return st;
         }
-        st = sy_runtime_execute_plan(rt, g, plan);
+        st = x ? sy_executor_run(x, g, plan) : sy_runtime_execute_plan(rt, g, plan);
         sy_plan_release(plan);
         if (st == SY_OK)
             return SY_OK;

@@ -30,13 +30,14 @@ typedef struct sy__replan {
     uint32_t n, cap;
 } sy__replan;
 
-/* Plans |g| with |pl| and |opts| and runs it on |rt|.  When the run fails
+/* Plans |g| with |pl| and |opts| and runs it with |x| (NULL: a one-shot
+ * executor, sy_runtime_execute_plan) on |rt|.  When the run fails
  * on a device (sy_runtime_query_device_failure), logs a warning, records
  * the failure, marks the pair unsupported in |pl| (the node by name; its
  * op once the op failed there before; the device for every node when no
  * node was to blame) and plans and runs the step again.  |position| names
  * the step in messages.  Errors are written to |err|. */
-sy_status sy__replan_run_step(sy__replan *rp, sy_runtime *rt, sy_planner *pl,
+sy_status sy__replan_run_step(sy__replan *rp, sy_runtime *rt, sy_planner *pl, sy_executor *x,
                               const sy_plan_options *opts, sy_graph *g, uint32_t position,
                               char *err, size_t err_size);
 

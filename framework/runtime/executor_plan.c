@@ -286,18 +286,6 @@ static uint64_t graph_sig(const sy_graph *g)
     return h;
 }
 
-/* Transfers that map instead of copy: between devices that share host
- * memory, into one that can wrap it. */
-static void alias_masks(const xp_run *r, uint8_t out[SY__MAX_PLAN_DEVICES])
-{
-    memset(out, 0, SY__MAX_PLAN_DEVICES);
-    for (uint32_t s = 0; s < r->D; s++)
-        for (uint32_t d = 0; d < r->D; d++)
-            if (s != d && r->dev[s]->desc.unified_memory && r->dev[d]->desc.unified_memory &&
-                r->dev[d]->plugin->desc.buffer_import_host)
-                out[s] |= (uint8_t)(1u << d);
-}
-
 static sy_status xp_layout_get(xp_run *r)
 {
     sy_executor *x = r->x;
@@ -315,7 +303,7 @@ static sy_status xp_layout_get(xp_run *r)
     }
     sy__memplan mp;
     uint8_t alias_to[SY__MAX_PLAN_DEVICES];
-    alias_masks(r, alias_to);
+    sy__memplan_alias_masks(r->rt, r->plan, alias_to);
     char err[256];
     sy_status st = sy__memplan_build(r->g, r->plan, alias_to, SY__MEMPLAN_ALIGN, &mp, err,
                                      sizeof err);
