@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "model_internal.h"
+#include "probe.h"
 
 #define PLAN_MAX_LIST 32
 
@@ -190,6 +191,12 @@ int sy_cli_plan(int argc, char **argv)
     sy_runtime *rt = sy_cli_runtime();
     if (!rt)
         return 1;
+    /* The first command on a machine that looks at its devices probes them
+     * (docs/probe.md, "First run"). */
+    sy_probe *probe = calloc(1, sizeof *probe);
+    if (probe)
+        sy_cli_ensure_probe(rt, "plan", probe);
+    free(probe);
     sy_model *m = NULL;
     sy_planner *pl = NULL;
     sy_graph *g = NULL;

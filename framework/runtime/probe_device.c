@@ -144,28 +144,41 @@ void sy__probe_device(sy_runtime *rt, uint32_t dev, bool quick, double budget_s,
     out->unified_memory = d->desc.unified_memory != 0;
     out->compute_units = d->desc.compute_units;
 
-    /* Three kernels and the transfers share the budget. */
+    /* Three kernels and the transfers share the budget.  Bandwidth and
+     * arithmetic start with the quick sizes and move to the full ones
+     * only when six full-size runs fit in the kernel's share (an emulated
+     * NPU takes a second for the full matmul). */
     double each = budget_s / 4 < DEV_BUDGET_S ? budget_s / 4 : DEV_BUDGET_S;
     uint64_t flops, bytes;
     double s = 0, first = 0;
-    /* Bandwidth: c = a + b over 4 Mi floats (48 MiB moved), 1 Mi when quick. */
-    int64_t n = quick ? (1 << 20) : (4 << 20);
-    int64_t vec[2] = {n, 1};
-    sy_status st = dev_time(rt, dev, SY_OP_ADD, SY_DTYPE_F32, vec, vec, quick ? 3 : 5, each, &s,
-                            &flops, &bytes, &first);
+    /* Bandwidth: c = a + b over 1 Mi floats (12 MiB moved), then 4 Mi. */
+    int64_t vec[2] = {1 << 20, 1};
+    sy_status st = dev_time(rt, dev, SY_OP_ADD, SY_DTYPE_F32, vec, vec, 3, each, &s, &flops,
+                            &bytes, &first);
+    if (st == SY_OK && !quick && s > 0 && s * 4 * 6 < each) {
+        vec[0] = 4 << 20;
+        st = dev_time(rt, dev, SY_OP_ADD, SY_DTYPE_F32, vec, vec, 5, each, &s, &flops, &bytes,
+                      &first);
+    }
     if (st == SY_OK && s > 0)
         out->bandwidth_bps = (double)bytes / s;
     else
         dev_fail(out, "bandwidth (add)", rt, st);
-    /* Arithmetic: W[1024 x 1024] x X[1024 x 128], 268 MFLOP (256 x 64 when
-     * quick); F32 weights, else Q8_0 where the device refuses F32. */
-    int64_t k = quick ? 256 : 1024, m = quick ? 64 : 128;
-    int64_t w_ne[2] = {k, k}, x_ne[2] = {k, m};
-    st = dev_time(rt, dev, SY_OP_MATMUL, SY_DTYPE_F32, w_ne, x_ne, 5, each, &s, &flops, &bytes,
-                  &first);
-    if (st == SY_E_UNSUPPORTED) /* NPUs take quantised weights only */
-        st = dev_time(rt, dev, SY_OP_MATMUL, SY_DTYPE_Q8_0, w_ne, x_ne, 5, each, &s, &flops,
-                      &bytes, &first);
+    /* Arithmetic: W[256 x 256] x X[256 x 64] (8.4 MFLOP), then W[1024 x
+     * 1024] x X[1024 x 128] (268 MFLOP); F32 weights, else Q8_0 where the
+     * device refuses F32 (NPUs take quantised weights only). */
+    sy_dtype wt = SY_DTYPE_F32;
+    int64_t w_ne[2] = {256, 256}, x_ne[2] = {256, 64};
+    st = dev_time(rt, dev, SY_OP_MATMUL, wt, w_ne, x_ne, 3, each, &s, &flops, &bytes, &first);
+    if (st == SY_E_UNSUPPORTED) {
+        wt = SY_DTYPE_Q8_0;
+        st = dev_time(rt, dev, SY_OP_MATMUL, wt, w_ne, x_ne, 3, each, &s, &flops, &bytes, &first);
+    }
+    if (st == SY_OK && !quick && s > 0 && s * 32 * 6 < each) {
+        w_ne[0] = w_ne[1] = x_ne[0] = 1024;
+        x_ne[1] = 128;
+        st = dev_time(rt, dev, SY_OP_MATMUL, wt, w_ne, x_ne, 5, each, &s, &flops, &bytes, &first);
+    }
     if (st == SY_OK && s > 0)
         out->flops = (double)flops / s;
     else

@@ -93,8 +93,14 @@ typedef struct bw_shared {
     unsigned char *src, *dst;
     size_t bytes; /* per buffer */
     double *times; /* reps, written by thread 0 */
+    double run_budget_s; /* a run stops repeating past this, after BW_MIN_REPS */
+    uint32_t done;       /* passes timed, written by thread 0 */
+    bool stop;           /* set by thread 0 between passes */
     volatile uint64_t sink;
 } bw_shared;
+
+/* Passes a bandwidth run makes at least, whatever its budget. */
+#define BW_MIN_REPS 2u
 
 typedef struct bw_thread {
     bw_shared *s;
@@ -135,6 +141,7 @@ static void *bw_main(void *arg)
     size_t chunk = (s->bytes / s->n_threads) & ~(size_t)63;
     size_t off = chunk * t->index;
     uint64_t acc = 0;
+    double start = sy__probe_now();
     for (uint32_t r = 0; r < s->reps; r++) {
         pthread_barrier_wait(&s->barrier);
         double t0 = t->index == 0 ? sy__probe_now() : 0;
@@ -143,8 +150,16 @@ static void *bw_main(void *arg)
         else
             acc += bw_read((const uint64_t *)(s->src + off), chunk / sizeof(uint64_t));
         pthread_barrier_wait(&s->barrier);
-        if (t->index == 0)
-            s->times[r] = sy__probe_now() - t0;
+        if (t->index == 0) {
+            double t1 = sy__probe_now();
+            s->times[r] = t1 - t0;
+            s->done = r + 1;
+            s->stop = r + 1 >= BW_MIN_REPS && t1 - start > s->run_budget_s;
+        }
+        /* Everyone sees thread 0's verdict before the next pass. */
+        pthread_barrier_wait(&s->barrier);
+        if (s->stop)
+            break;
     }
     s->sink += acc;
     return NULL;
@@ -156,6 +171,8 @@ static sy_status bw_run(bw_shared *s, uint32_t n, bool copy, double *out_s)
     *out_s = 0;
     s->n_threads = n;
     s->copy = copy;
+    s->done = 0;
+    s->stop = false;
     bw_thread th[SY_PROBE_MAX_THREAD_COUNTS * 16];
     if (n > sizeof th / sizeof th[0] || pthread_barrier_init(&s->barrier, NULL, n) != 0)
         return SY_E_LIMIT;
@@ -174,7 +191,7 @@ static sy_status bw_run(bw_shared *s, uint32_t n, bool copy, double *out_s)
     for (uint32_t i = 0; i < n; i++)
         pthread_join(th[i].tid, NULL);
     pthread_barrier_destroy(&s->barrier);
-    *out_s = sy__timing_estimate(s->times, s->reps);
+    *out_s = sy__timing_estimate(s->times, s->done);
     return SY_OK;
 }
 
@@ -219,13 +236,13 @@ sy_status sy__probe_host_bandwidth(sy_runtime *rt, sy_probe *p, bool quick, doub
         counts[n_counts++] = t;
     p->n_host_bw = 0;
     for (uint32_t k = 0; k < n_counts; k++) {
-        /* Over budget: fewer passes, and past it only the count that uses
-         * every core (the one auto-configuration needs most) still runs. */
-        double spent = sy__probe_now() - start;
-        if (k > 0 && spent * (double)n_counts / (double)k > budget_s && s.reps > 3)
-            s.reps = 3;
-        if (spent > budget_s && k + 1 < n_counts)
+        /* Each run (read, copy) gets an equal share of what is left; past
+         * the budget only the count that uses every core (the one
+         * auto-configuration needs most) still runs, at its fewest passes. */
+        double left = budget_s - (sy__probe_now() - start);
+        if (left <= 0 && k + 1 < n_counts)
             continue;
+        s.run_budget_s = left / (2.0 * (double)(n_counts - k));
         double rs, cs;
         s.bytes = (size_t)bytes;
         st = bw_run(&s, counts[k], false, &rs);
