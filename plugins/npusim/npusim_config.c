@@ -52,6 +52,7 @@ void npu_caps_defaults(npu_caps *caps)
     caps->op_mask = (1u << SY_OP_MATMUL) | (1u << SY_OP_ADD) | (1u << SY_OP_MUL);
     caps->weight_mask = (1u << SY_DTYPE_Q8_0) | (1u << SY_DTYPE_Q4_0);
     caps->act_bits = 8;
+    caps->act_zero_point = true;
     caps->eltwise = NPU_ELTWISE_F16;
     caps->static_shapes = true;
     caps->k_multiple = 32;
@@ -97,10 +98,11 @@ void npu_caps_summary(const npu_caps *c, char *out, size_t size)
     char wide[32] = "";
     if (c->n_wide && c->act_bits == 8)
         snprintf(wide, sizeof wide, " (A16 on %u pattern%s)", c->n_wide, c->n_wide == 1 ? "" : "s");
-    snprintf(out, size, "ops %s; weights %s; W8A%u%s %s dynamic; add/mul %s; %sK%%%u%s; "
+    snprintf(out, size, "ops %s; weights %s; W8A%u%s %s %s dynamic; add/mul %s; %sK%%%u%s; "
              "tensor <= %s",
              used ? ops : "none", weights, c->act_bits, wide,
              c->act_per_block ? "per-block" : "per-row",
+             c->act_zero_point ? "asymmetric" : "symmetric",
              c->eltwise == NPU_ELTWISE_F16 ? "f16" : c->eltwise == NPU_ELTWISE_INT8 ? "int8" : "f32",
              c->static_shapes ? "static shapes, " : "", c->k_multiple, rows, max);
 }
@@ -375,8 +377,8 @@ static sy_status npu_parse_matmul(npu_parser *p, const cJSON *root, npu_caps *c)
         return SY_OK;
     if (!cJSON_IsObject(act))
         return npu_fail(p, "matmul.activations", "expected an object");
-    static const char *const act_keys[] = {"dtype", "granularity", "scaling", "int16_nodes",
-                                           NULL};
+    static const char *const act_keys[] = {"dtype", "granularity", "scheme", "scaling",
+                                           "int16_nodes", NULL};
     st = npu_check_keys(p, act, "matmul.activations", act_keys);
     if (st != SY_OK)
         return st;
@@ -395,6 +397,12 @@ static sy_status npu_parse_matmul(npu_parser *p, const cJSON *root, npu_caps *c)
     if (st != SY_OK)
         return st;
     c->act_per_block = g == 1;
+    static const char *const schemes[] = {"symmetric", "asymmetric"};
+    uint32_t z = c->act_zero_point ? 1 : 0;
+    st = npu_get_choice(p, act, "scheme", "matmul.activations.scheme", schemes, 2, &z);
+    if (st != SY_OK)
+        return st;
+    c->act_zero_point = z == 1;
     /* One value today; parsed so that a file asking for static scales is
      * refused rather than silently emulated as dynamic. */
     static const char *const scaling[] = {"dynamic"};

@@ -255,7 +255,8 @@ sy_status npu_device_self_test(void *state, uint32_t dev, char *out_msg, uint32_
     x[K - 1] = 63.5f; /* the row maximum, so the scale is exactly 0.5 */
     for (int i = 0; i < K; i++)
         want += (int64_t)wq[i] * (int64_t)(x[i] * 2.0f);
-    const float scale = npu_quantize_row(x, K, 8, xq);
+    int32_t zp;
+    const float scale = npu_quantize_row(x, K, 8, false, xq, &zp);
     int32_t isum[K / NPU_QK];
     s->isa->block_dots(wq, xq, K / NPU_QK, isum);
     const float got = ((float)isum[0] + (float)isum[1]) * scale;

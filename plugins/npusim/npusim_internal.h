@@ -55,6 +55,10 @@ typedef struct npu_caps {
     uint32_t weight_mask;       /* bit (1 << sy_dtype) per matmul weight dtype */
     uint32_t act_bits;          /* 8 or 16: activation quantisation width */
     bool act_per_block;         /* one scale per 32 activations instead of per row */
+    /* Asymmetric activations: each scale comes with an integer zero point
+     * and covers [min, max] of its row (or block) instead of [-max|x|,
+     * max|x|], as NPUs encode activations (uint8 with an offset). */
+    bool act_zero_point;
     /* Mixed precision, as NPU toolchains assign it per layer: matmuls whose
      * node name matches one of these fnmatch patterns use int16 activations. */
     char wide[NPU_MAX_WIDE][NPU_PATTERN_MAX];
@@ -176,9 +180,14 @@ sy_status npu_kernel_matmul(npu_state *s, const npu_view *w, const npu_view *x,
 /* Activation width (8 or 16) the capability file gives the matmul |name|. */
 uint32_t npu_matmul_act_bits(const npu_caps *caps, const char *name);
 /* Quantises |n| floats to integers of |bits| (8 or 16) with one dynamic
- * scale, round to nearest even; returns the scale (0 for an all-zero row,
- * NaN when the row holds a NaN or an infinity). */
-float npu_quantize_row(const float *x, int64_t n, uint32_t bits, int16_t *out_q);
+ * scale, round to nearest even, so that x ~ scale * (q - zero point).
+ * Symmetric (|zero_point| false): q in [-127, 127] (or +-32767) and the
+ * zero point is 0.  Asymmetric: q spans the full [-128, 127] (or
+ * [-32768, 32767]) over [min(x, 0), max(x, 0)] and *out_zp says where 0
+ * lies.  Returns the scale (0 for an all-zero row, NaN when the row holds
+ * a NaN or an infinity). */
+float npu_quantize_row(const float *x, int64_t n, uint32_t bits, bool zero_point, int16_t *out_q,
+                       int32_t *out_zp);
 
 /* npusim_kernels_eltwise.c: ADD and MUL with broadcasting. */
 sy_status npu_kernel_eltwise(npu_state *s, uint32_t op, const npu_view *a, const npu_view *b,

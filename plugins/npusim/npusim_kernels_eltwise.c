@@ -4,9 +4,9 @@
  *   f16  (default) both inputs rounded to binary16, the sum or product
  *        formed in float32 and rounded to binary16 again: what an NPU
  *        with an fp16 vector unit returns;
- *   int8 each row of each input quantised dynamically to int8 (as matmul
- *        activations are); ADD rescales each side, MUL multiplies the
- *        integers exactly and rescales once by s_a * s_b;
+ *   int8 each row of each input quantised dynamically to symmetric int8
+ *        (s = max|x| / 127, no zero point); ADD rescales each side, MUL
+ *        multiplies the integers exactly and rescales once by s_a * s_b;
  *   f32  an fp32 vector unit: plain float32 arithmetic. */
 #include <string.h>
 
@@ -81,8 +81,9 @@ sy_status npu_kernel_eltwise(npu_state *s, uint32_t op, const npu_view *av, cons
                     npu_row_f16(op, ar, br, n0, b0, yr);
                     continue;
                 }
-                const float sa = npu_quantize_row(ar, n0, 8, qa);
-                const float sb = npu_quantize_row(br, b0, 8, qb);
+                int32_t za, zb; /* 0: the vector unit's int8 is symmetric */
+                const float sa = npu_quantize_row(ar, n0, 8, false, qa, &za);
+                const float sb = npu_quantize_row(br, b0, 8, false, qb, &zb);
                 npu_row_int8(op, qa, sa, qb, sb, n0, b0, yr);
             }
         }

@@ -1,17 +1,20 @@
 /* Accuracy of the NPU path on the real SmolLM2-135M (issue 6, item 2):
  * every step of the model planned over cpu and npusim with the matmuls
  * pinned to npusim (W8A8) and everything else on the cpu, against the cpu
- * alone (which itself quantises activations to Q8 blocks for quantised
- * weights).  Measured and logged:
+ * alone (whose quantised-weight matmuls take activations as 16-bit
+ * integers, its default).  Measured and logged:
  *   - top-1 agreement over a 256-token greedy run: the cpu generates 256
  *     tokens greedily; the NPU path, fed the same tokens (teacher forcing),
  *     must pick the same token at each position;
  *   - the first position where an NPU greedy run of its own departs;
- *   - perplexity of two fixed texts (prose; markdown with code), with
- *     per-row activation scales (the default) and per-block ones.
+ *   - perplexity of two fixed texts (prose; markdown with code) with the
+ *     default activations (int8 per row, asymmetric: a scale and a zero
+ *     point per row), with per-block scales, and with symmetric per-row
+ *     int8 (one scale, no zero point), the scheme that misses the 3%.
  * SmolLM2's weights are Q4_1 (its output head Q8_0), so the capability
- * files here add q4_1 to the default q8_0/q4_0.  The numbers are recorded
- * in docs/plugin-guide.md. */
+ * files here add q4_1 to the default q8_0/q4_0 and change nothing else
+ * but the setting measured.  The numbers are recorded in
+ * docs/plugin-guide.md. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <math.h>
@@ -304,31 +307,33 @@ static double acc_measure_ppl(acc_ctx *a, const char *what, const char *text)
     return rel;
 }
 
-static const char acc_q4_1_per_row[] =
+/* The default capability file plus q4_1 weights. */
+static const char acc_q4_1_default[] =
     "{ \"matmul\": { \"weight_dtypes\": [\"q8_0\", \"q4_0\", \"q4_1\"] } }";
 static const char acc_q4_1_per_block[] =
     "{ \"matmul\": { \"weight_dtypes\": [\"q8_0\", \"q4_0\", \"q4_1\"],\n"
     "  \"activations\": { \"granularity\": \"per_block\" } } }";
+static const char acc_q4_1_symmetric[] =
+    "{ \"matmul\": { \"weight_dtypes\": [\"q8_0\", \"q4_0\", \"q4_1\"],\n"
+    "  \"activations\": { \"scheme\": \"symmetric\" } } }";
 
 Test(npusim_accuracy, smollm2_with_every_matmul_on_npusim_tracks_the_cpu, .timeout = 1800)
 {
     acc_ctx a;
-    if (!acc_open(&a, acc_q4_1_per_row))
+    if (!acc_open(&a, acc_q4_1_default))
         cr_skip_test("SmolLM2 not fetched");
     acc_greedy_result r;
     acc_measure_greedy(&a, &r);
-    cr_log_info("npusim W8A8 per-row on SmolLM2-135M, %u matmuls on npusim per step: top-1 "
-                "agreement %.1f%% over %u greedy tokens; its own greedy run departs at token %u",
+    cr_log_info("npusim W8A8 per-row asymmetric on SmolLM2-135M, %u matmuls on npusim per step: "
+                "top-1 agreement %.1f%% over %u greedy tokens; its own greedy run departs at "
+                "token %u",
                 r.npu_matmuls, 100.0 * r.agreement, ACC_GREEDY, r.divergence);
     cr_assert_eq(r.npu_matmuls, 7 * a.n_layer + 1, "only %u matmuls ran on npusim", r.npu_matmuls);
     cr_assert_geq(r.agreement, 0.90, "top-1 agreement %.1f%%", 100.0 * r.agreement);
     const double prose = acc_measure_ppl(&a, "prose", acc_text);
     const double code = acc_measure_ppl(&a, "markdown and code", acc_code);
     cr_assert(fabs(prose) <= 0.03, "perplexity of the prose text moved %+.2f%%", 100.0 * prose);
-    /* Per-row int8 loses more where activations have outliers (measured
-     * about +7% here): a guard against regressions, not the 3% target,
-     * which per-block scaling meets (next test). */
-    cr_assert(fabs(code) <= 0.12, "perplexity of the code text moved %+.2f%%", 100.0 * code);
+    cr_assert(fabs(code) <= 0.03, "perplexity of the code text moved %+.2f%%", 100.0 * code);
     acc_close(&a);
 }
 
@@ -338,10 +343,27 @@ Test(npusim_accuracy, smollm2_with_per_block_activation_scales_stays_within_3_pe
     acc_ctx a;
     if (!acc_open(&a, acc_q4_1_per_block))
         cr_skip_test("SmolLM2 not fetched");
-    cr_log_info("npusim W8A8 per-block on SmolLM2-135M:");
+    cr_log_info("npusim W8A8 per-block asymmetric on SmolLM2-135M:");
     const double prose = acc_measure_ppl(&a, "prose", acc_text);
     const double code = acc_measure_ppl(&a, "markdown and code", acc_code);
     cr_assert(fabs(prose) <= 0.03, "perplexity of the prose text moved %+.2f%%", 100.0 * prose);
     cr_assert(fabs(code) <= 0.03, "perplexity of the code text moved %+.2f%%", 100.0 * code);
+    acc_close(&a);
+}
+
+Test(npusim_accuracy, smollm2_with_symmetric_per_row_activations_loses_more_on_code,
+     .timeout = 1800)
+{
+    acc_ctx a;
+    if (!acc_open(&a, acc_q4_1_symmetric))
+        cr_skip_test("SmolLM2 not fetched");
+    cr_log_info("npusim W8A8 per-row symmetric on SmolLM2-135M:");
+    const double prose = acc_measure_ppl(&a, "prose", acc_text);
+    const double code = acc_measure_ppl(&a, "markdown and code", acc_code);
+    cr_assert(fabs(prose) <= 0.03, "perplexity of the prose text moved %+.2f%%", 100.0 * prose);
+    /* A symmetric scale leaves 15-30% of the int8 levels unused on
+     * SmolLM2's one-sided rows (measured +5.9% here): a guard against
+     * regressions, not the 3% target, which the default meets. */
+    cr_assert(fabs(code) <= 0.12, "perplexity of the code text moved %+.2f%%", 100.0 * code);
     acc_close(&a);
 }

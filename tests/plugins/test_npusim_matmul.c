@@ -119,45 +119,85 @@ Test(npusim_matmul, int16_activations_shrink_the_error_to_their_own_bound)
 
 /* ------------------------------------------------ the documented arithmetic */
 
-/* The integer arithmetic npusim documents (npusim_kernels_matmul.c),
- * written again from the description for Q8_0 and Q4_0 weights. */
-static void model_w8a8(sy_dtype wt, const unsigned char *wraw, const float *x, int64_t k,
-                       int64_t n, int64_t m, float *out)
+/* Quantises one row of |k| activations to int8 as npusim documents
+ * (npusim_kernels_matmul.c, step 1): q[i] and the zero point such that
+ * x ~ scale * (q - zp).  Returns the scale. */
+static float model_quantize(const float *xr, int64_t k, bool asymmetric, int32_t *q, int32_t *zp)
 {
-    const int64_t nb = k / 32;
-    const size_t bsz = sy_dtype_type_size(wt);
-    uint16_t *dh = malloc((size_t)(n * nb) * sizeof *dh);
-    float *d = malloc((size_t)(n * nb) * sizeof *d);
-    cr_assert(dh && d);
-    for (int64_t b = 0; b < n * nb; b++)
-        memcpy(&dh[b], wraw + b * bsz, 2);
-    nt_to_f32(SY_DTYPE_F16, dh, n * nb, d);
-    for (int64_t mm = 0; mm < m; mm++) {
-        const float *xr = x + mm * k;
+    *zp = 0;
+    if (!asymmetric) {
         float amax = 0;
         for (int64_t i = 0; i < k; i++)
             amax = fabsf(xr[i]) > amax ? fabsf(xr[i]) : amax;
-        const float scale = amax / 127.0f, inv = 127.0f / amax;
-        int32_t q[4096];
-        cr_assert(k <= 4096);
+        const float inv = 127.0f / amax;
         for (int64_t i = 0; i < k; i++) {
             float v = nearbyintf(xr[i] * inv);
             q[i] = (int32_t)(v > 127 ? 127 : v < -127 ? -127 : v);
         }
+        return amax / 127.0f;
+    }
+    float lo = 0, hi = 0;
+    for (int64_t i = 0; i < k; i++) {
+        lo = fminf(lo, xr[i]);
+        hi = fmaxf(hi, xr[i]);
+    }
+    const double range = (double)hi - (double)lo;
+    const float inv = (float)(255.0 / range);
+    const float z = nearbyintf(-128.0f - lo * inv);
+    cr_assert(z >= -128.0f && z <= 127.0f, "zero point %g", (double)z);
+    *zp = (int32_t)z;
+    for (int64_t i = 0; i < k; i++) {
+        const float v = nearbyintf(xr[i] * inv) + z;
+        q[i] = (int32_t)(v > 127 ? 127 : v < -128 ? -128 : v);
+    }
+    return (float)(range / 255.0);
+}
+
+/* The integer arithmetic npusim documents (npusim_kernels_matmul.c),
+ * written again from the description for Q8_0, Q4_0 and Q4_1 weights and
+ * int8 activations, symmetric or with zero points.  The zero point is
+ * taken out by multiplying with (q - zp) directly, where npusim subtracts
+ * zp times the weight block sum: both are exact integers. */
+static void model_w8a8(sy_dtype wt, const unsigned char *wraw, const float *x, int64_t k,
+                       int64_t n, int64_t m, bool asymmetric, float *out)
+{
+    const int64_t nb = k / 32;
+    const size_t bsz = sy_dtype_type_size(wt);
+    const bool has_min = wt == SY_DTYPE_Q4_1;
+    uint16_t *dh = malloc((size_t)(2 * n * nb) * sizeof *dh);
+    float *d = malloc((size_t)(2 * n * nb) * sizeof *d);
+    cr_assert(dh && d);
+    for (int64_t b = 0; b < n * nb; b++) {
+        memcpy(&dh[b], wraw + b * bsz, 2);
+        if (has_min)
+            memcpy(&dh[n * nb + b], wraw + b * bsz + 2, 2);
+    }
+    nt_to_f32(SY_DTYPE_F16, dh, 2 * n * nb, d);
+    const float *dmin = d + n * nb;
+    int32_t q[4096];
+    cr_assert(k <= 4096);
+    for (int64_t mm = 0; mm < m; mm++) {
+        int32_t zp;
+        const float scale = model_quantize(x + mm * k, k, asymmetric, q, &zp);
         for (int64_t nn = 0; nn < n; nn++) {
             float acc[8] = {0};
             for (int64_t b = 0; b < nb; b++) {
                 const unsigned char *blk = wraw + (nn * nb + b) * bsz;
-                int32_t isum = 0;
+                const unsigned char *qs = blk + (has_min ? 4 : 2);
+                int64_t isum = 0, asum = 0;
                 for (int j = 0; j < 32; j++) {
                     int32_t wq;
                     if (wt == SY_DTYPE_Q8_0)
-                        wq = ((const int8_t *)(blk + 2))[j];
+                        wq = ((const int8_t *)qs)[j];
                     else
-                        wq = (j < 16 ? (blk[2 + j] & 15) : (blk[2 + j - 16] >> 4)) - 8;
-                    isum += wq * q[b * 32 + j];
+                        wq = (j < 16 ? (qs[j] & 15) : (qs[j - 16] >> 4)) - (has_min ? 0 : 8);
+                    isum += (int64_t)wq * (q[b * 32 + j] - zp);
+                    asum += q[b * 32 + j] - zp;
                 }
-                acc[b % 8] += d[nn * nb + b] * (float)isum;
+                float v = d[nn * nb + b] * (float)isum;
+                if (has_min)
+                    v += dmin[nn * nb + b] * (float)asum;
+                acc[b % 8] += v;
             }
             const float sum =
                 ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
@@ -168,32 +208,78 @@ static void model_w8a8(sy_dtype wt, const unsigned char *wraw, const float *x, i
     free(d);
 }
 
-Test(npusim_matmul, matches_the_documented_integer_arithmetic_bit_for_bit)
+static void check_against_model(const char *json, bool asymmetric)
 {
     nt_rt t;
-    nt_open(&t, NULL, false);
+    nt_open(&t, json, false);
+    cr_assert_neq(t.npu, UINT32_MAX, "log:\n%s", t.log);
     const uint64_t seed = nt_fresh_seed();
     uint64_t s = seed;
-    const sy_dtype types[] = {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0};
+    const sy_dtype types[] = {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1};
     const int64_t shapes[][3] = {{64, 5, 1}, {576, 33, 4}, {800, 9, 2}};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         for (int j = 0; j < 3; j++) {
             const int64_t k = shapes[j][0], n = shapes[j][1], m = shapes[j][2];
             nt_graph ng;
             nt_matmul_graph(&ng, &s, types[i], k, n, m);
+            if (j == 2) {
+                /* One row of non-negative values (as after a ReLU): the
+                 * zero point sits at the bottom of the range. */
+                float *x = ng.in1;
+                for (int64_t e = 0; e < k; e++)
+                    x[e] = fabsf(x[e]);
+            }
             cr_assert_eq(nt_run(&t, &ng, t.npu), SY_OK, "%s", sy_runtime_last_error(t.rt));
             float *model = malloc((size_t)(n * m) * sizeof *model);
             cr_assert(model != NULL);
-            model_w8a8(types[i], ng.in0, ng.in1, k, n, m, model);
+            model_w8a8(types[i], ng.in0, ng.in1, k, n, m, asymmetric, model);
             for (int64_t o = 0; o < n * m; o++)
                 cr_assert(memcmp(&model[o], &ng.out_data[o], sizeof(float)) == 0,
-                          "%s K=%lld: out[%lld] = %.9g, the model says %.9g [seed 0x%016llx]",
-                          sy_dtype_name(types[i]), (long long)k, (long long)o,
-                          (double)ng.out_data[o], (double)model[o], (unsigned long long)seed);
+                          "%s %s K=%lld: out[%lld] = %.9g, the model says %.9g [seed 0x%016llx]",
+                          asymmetric ? "asymmetric" : "symmetric", sy_dtype_name(types[i]),
+                          (long long)k, (long long)o, (double)ng.out_data[o], (double)model[o],
+                          (unsigned long long)seed);
             free(model);
             nt_graph_free(&ng);
         }
     }
+    nt_close(&t);
+}
+
+Test(npusim_matmul, matches_the_documented_integer_arithmetic_bit_for_bit)
+{
+    /* The defaults (asymmetric int8 per row) plus q4_1, whose block
+     * minimum meets the activation zero point. */
+    check_against_model("{ \"matmul\": { \"weight_dtypes\": [\"q8_0\", \"q4_0\", \"q4_1\"] } }",
+                        true);
+}
+
+Test(npusim_matmul, matches_the_documented_arithmetic_with_symmetric_activations)
+{
+    check_against_model("{ \"matmul\": { \"weight_dtypes\": [\"q8_0\", \"q4_0\", \"q4_1\"],\n"
+                        "  \"activations\": { \"scheme\": \"symmetric\" } } }",
+                        false);
+}
+
+Test(npusim_matmul, asymmetric_activations_halve_the_step_on_one_sided_rows)
+{
+    /* Non-negative rows (after a ReLU, or SwiGLU's positive side) use all
+     * 255 steps over [0, max]: half the symmetric bound holds. */
+    nt_rt t;
+    nt_open(&t, NULL, false);
+    const uint64_t seed = nt_fresh_seed();
+    uint64_t s = seed;
+    nt_graph ng;
+    const int64_t k = 576, n = 40, m = 3;
+    nt_matmul_graph(&ng, &s, SY_DTYPE_Q8_0, k, n, m);
+    float *x = ng.in1;
+    for (int64_t e = 0; e < k * m; e++)
+        x[e] = fabsf(x[e]);
+    float *want = nt_reference(&ng);
+    cr_assert_eq(nt_run(&t, &ng, t.npu), SY_OK, "%s", sy_runtime_last_error(t.rt));
+    check_w8a8_bound(&ng, SY_DTYPE_Q8_0, k, n, m, ng.out_data, want, 255.0f, seed);
+    free(want);
+    nt_graph_free(&ng);
     nt_close(&t);
 }
 
