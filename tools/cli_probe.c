@@ -16,6 +16,8 @@
 
 #include "cli.h"
 #include "probe.h"
+#include "runtime_internal.h"
+#include "tune.h"
 
 extern char **environ;
 
@@ -108,6 +110,22 @@ static sy_autoconfig_model model_from_file(const char *path)
     return m;
 }
 
+/* The CPU thread count `switchyard tune` measured best, from the first cpu
+ * profile along the profile search path (the one planners load), or 0. */
+static uint32_t tuned_threads(const sy_runtime *rt)
+{
+    const char *path = sy__runtime_profile_path(rt);
+    for (const char *at = path; at && *at;) {
+        size_t len = strcspn(at, ":");
+        char file[1100];
+        int n = snprintf(file, sizeof file, "%.*s/cpu.json", (int)len, at);
+        if (len > 0 && n > 0 && (size_t)n < sizeof file && access(file, R_OK) == 0)
+            return tune_profile_threads(file);
+        at += len + (at[len] == ':');
+    }
+    return 0;
+}
+
 static bool has_cpu_device(const sy_runtime *rt)
 {
     uint32_t i;
@@ -131,13 +149,20 @@ sy_runtime *sy_cli_runtime_probed(const char *cmd, const char *devices, const ch
     /* The CPU plugin starts one lane per physical core unless told
      * otherwise, and reads the count when it starts: a different choice
      * means a new runtime (and, once, a probe of the CPU with that many
-     * threads, which the cache keeps beside the other). */
-    sy_autoconfig_model am = model_from_file(model_path);
-    sy_autoconfig ac;
-    if (sy_probe_autoconfig(out_probe, &am, &ac) != SY_OK || ac.n_threads == out_probe->cores)
+     * threads, which the cache keeps beside the other).  A count tune
+     * measured wins over the probe's rule. */
+    uint32_t threads = tuned_threads(rt);
+    if (threads == 0) {
+        sy_autoconfig_model am = model_from_file(model_path);
+        sy_autoconfig ac;
+        if (sy_probe_autoconfig(out_probe, &am, &ac) != SY_OK)
+            return rt;
+        threads = ac.n_threads;
+    }
+    if (threads == out_probe->cores)
         return rt;
     char n[16];
-    snprintf(n, sizeof n, "%u", ac.n_threads);
+    snprintf(n, sizeof n, "%u", threads);
     setenv("SWITCHYARD_THREADS", n, 1);
     sy_runtime_destroy(rt);
     rt = sy_cli_runtime_for(devices);

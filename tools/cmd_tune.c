@@ -195,6 +195,18 @@ static int tune_one(sy_runtime *rt, uint32_t dev, sy_model *m, const sy_probe *p
         info.links[info.n_links++] = (tune_link){.to = l->to, .bandwidth = l->bps,
                                                  .latency_s = l->latency_s, .sync_s = pd->launch_s};
     }
+    /* The CPU's thread count: the choice tune makes for the cpu plugin. */
+    tune_threads tt;
+    if (a->model && strcmp(d.name, "cpu") == 0 && probe->cores_allowed > 1 &&
+        tune_cpu_threads(a->model, probe->cores_allowed, &o, &tt) == SY_OK) {
+        info.threads = &tt;
+        printf("cpu threads (prefill %u tokens + %u decode steps):", tt.prefill_tokens,
+               tt.decode_steps);
+        for (uint32_t k = 0; k < tt.n; k++)
+            printf(" %u: %.1f ms + %u x %.2f ms%s", tt.threads[k], tt.prefill_s[k] * 1e3,
+                   tt.decode_steps, tt.decode_s[k] * 1e3, k + 1 < tt.n ? ";" : "");
+        printf(" -> %u\n", tt.best);
+    }
     char *json = NULL;
     st = tune_profile_json(&info, &s, &json);
     int rc = 1;

@@ -76,7 +76,35 @@ typedef struct tune_device_info {
     double peak_flops, peak_bandwidth, launch_overhead_s; /* 0: leave out */
     tune_link links[TUNE_MAX_LINKS];
     uint32_t n_links;
+    const struct tune_threads *threads; /* the CPU's thread count, or NULL */
 } tune_device_info;
+
+/* The CPU thread count tune chose (tune_threads.c): every count measured
+ * and the one that serves a prompt of prefill_tokens plus decode_steps
+ * generated tokens fastest. */
+#define TUNE_MAX_THREAD_COUNTS 16u
+#define TUNE_THREADS_DECODE_STEPS 128u
+
+typedef struct tune_threads {
+    uint32_t n;
+    uint32_t threads[TUNE_MAX_THREAD_COUNTS];
+    double decode_s[TUNE_MAX_THREAD_COUNTS], prefill_s[TUNE_MAX_THREAD_COUNTS];
+    uint32_t best;
+    uint32_t prefill_tokens, decode_steps;
+} tune_threads;
+
+struct tune_opts;
+
+/* Times the decode (after o->decode_past) and prefill (o->prefill_tokens)
+ * steps of the model at |model_path| on the cpu plugin with 1, 2, 4, ...
+ * |cores| threads, each in a runtime of its own; SWITCHYARD_THREADS is
+ * restored afterwards.  SY_OK when at least one count was measured. */
+sy_status tune_cpu_threads(const char *model_path, uint32_t cores, const struct tune_opts *o,
+                           tune_threads *out);
+
+/* The thread count stored in the cpu profile at |path|, or 0 (no file, no
+ * "threads" object). */
+uint32_t tune_profile_threads(const char *path);
 
 /* Writes the profile JSON (profiles/schema.json) of one device from its
  * samples: per (op, dtype) the fit and every shape class as a point.
@@ -87,12 +115,13 @@ sy_status tune_profile_json(const tune_device_info *info, const tune_samples *s,
  * decode and prefill steps on device |dev|, appending to |out|.
  * |m| may be NULL.  Nodes the device cannot run are skipped (counted in
  * *out_skipped). */
-typedef struct tune_opts {
+typedef struct tune_opts tune_opts;
+struct tune_opts {
     bool quick;
     bool verbose;
     uint32_t prefill_tokens; /* tokens of the prefill graph */
     uint32_t decode_past;    /* context before the decode token */
-} tune_opts;
+};
 
 sy_status tune_device(sy_runtime *rt, uint32_t dev, sy_model *m, const tune_opts *o,
                       tune_samples *out, uint32_t *out_skipped);

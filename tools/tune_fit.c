@@ -234,6 +234,21 @@ sy_status tune_profile_json(const tune_device_info *info, const tune_samples *s,
         cJSON_AddItemToArray(ops, e);
         i = j;
     }
+    if (info->threads && info->threads->n > 0) {
+        const tune_threads *t = info->threads;
+        cJSON *th = cJSON_AddObjectToObject(root, "threads");
+        cJSON_AddNumberToObject(th, "best", t->best);
+        cJSON_AddNumberToObject(th, "prefill_tokens", t->prefill_tokens);
+        cJSON_AddNumberToObject(th, "decode_steps", t->decode_steps);
+        cJSON *ms = cJSON_AddArrayToObject(th, "measured");
+        for (uint32_t i = 0; i < t->n; i++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "threads", t->threads[i]);
+            add_num(e, "decode_s", t->decode_s[i]);
+            add_num(e, "prefill_s", t->prefill_s[i]);
+            cJSON_AddItemToArray(ms, e);
+        }
+    }
     cJSON *links = info->n_links ? cJSON_AddArrayToObject(root, "links") : NULL;
     for (uint32_t i = 0; i < info->n_links && i < TUNE_MAX_LINKS; i++) {
         const tune_link *x = &info->links[i];

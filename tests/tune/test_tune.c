@@ -329,3 +329,32 @@ Test(tune, a_tuned_profile_predicts_the_steps_of_a_synth_model_within_25_percent
     unlink(path);
     rmdir(dir);
 }
+
+Test(tune, the_cpu_thread_count_round_trips_through_the_profile)
+{
+    tune_threads tt = {.n = 2, .threads = {1, 2}, .decode_s = {2e-3, 1.2e-3},
+                       .prefill_s = {4e-2, 2.2e-2}, .best = 2, .prefill_tokens = 64,
+                       .decode_steps = TUNE_THREADS_DECODE_STEPS};
+    tune_sample x = {.op = SY_OP_ADD, .dtype = SY_DTYPE_F32, .flops = 1e3, .bytes = 1.2e4,
+                     .seconds = 1e-6};
+    tune_samples s = {0};
+    cr_assert_eq(tune_samples_add(&s, &x), SY_OK);
+    tune_device_info info = {.device = "cpu", .version = "test", .threads = &tt};
+    char *json = NULL;
+    cr_assert_eq(tune_profile_json(&info, &s, &json), SY_OK);
+    char err[512] = "";
+    sy__profile *prof = NULL;
+    cr_expect_eq(sy__profile_parse(json, strlen(json), "t", &prof, err, sizeof err), SY_OK, "%s",
+                 err);
+    sy__profile_destroy(prof);
+    char path[] = "/tmp/sy-tune-threads-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, json, strlen(json)), (ssize_t)strlen(json));
+    close(fd);
+    cr_expect_eq(tune_profile_threads(path), 2u);
+    unlink(path);
+    cr_expect_eq(tune_profile_threads(path), 0u, "a missing file names no count");
+    free(json);
+    tune_samples_free(&s);
+}
