@@ -220,6 +220,9 @@ sy_status sy__planner_load_profile_for(sy_planner *pl, const char *path, const c
 /* planner_options.c: checks |o| against the runtime's devices into |req|.
  * Ownership: free req->pins. */
 sy_status sy__plan_request_resolve(sy_planner *pl, const sy_plan_options *o, sy__plan_request *req);
+/* Parses a size: bytes, or with a K, M, G or T suffix (powers of 1024,
+ * "iB"/"B" allowed after it), "1.5G"; false when |s| is not one. */
+bool sy__parse_size(const char *s, uint64_t *out);
 
 /* capability.c: fills supported/allowed/pin_of/why_* for every node, and
  * fails naming the node when nothing allowed can run it. */

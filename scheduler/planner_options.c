@@ -203,7 +203,7 @@ static sy_status resolve_pins(sy_planner *pl, const sy_plan_options *o, sy__plan
 }
 
 /* "512M", "1.5G", "4096" (bytes), optional "iB"/"B" after the suffix. */
-static bool parse_size(const char *s, uint64_t *out)
+bool sy__parse_size(const char *s, uint64_t *out)
 {
     char *end;
     double v = strtod(s, &end);
@@ -265,7 +265,7 @@ static sy_status resolve_budgets(sy_planner *pl, const sy_plan_options *o, sy__p
                                     o->mem[k], (int)len, o->mem[k], known);
         }
         uint64_t size;
-        if (!parse_size(eq + 1, &size) || size == 0)
+        if (!sy__parse_size(eq + 1, &size) || size == 0)
             return sy__planner_fail(pl, SY_E_INVALID_ARG,
                                     "mem '%s': '%s' is not a size (bytes, or with K, M, G, T)",
                                     o->mem[k], eq + 1);

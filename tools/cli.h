@@ -36,6 +36,25 @@ bool sy_cli_parse_kv_type(const char *name, sy_dtype *out);
  * into so->context_policy and so->window; false when it is none of them. */
 bool sy_cli_parse_context_policy(const char *text, sy_session_options *so);
 
+/* Prints a memory plan as a table, one row per device (cli_memory.c). */
+void sy_cli_print_memory_plan(FILE *f, const sy_memory_plan *p);
+
+/* One device's predicted and measured peak bytes (the first, the host's:
+ * the process's peak resident set). */
+typedef struct sy_cli_peak {
+    char name[SY_NAME_MAX];
+    bool host;
+    uint64_t predicted, measured;
+} sy_cli_peak;
+
+/* Fills out[0..*out_n) with |s|'s peaks per device; false when the
+ * session has no memory plan to compare with. */
+bool sy_cli_memory_peaks(const sy_session *s, sy_cli_peak *out, uint32_t cap, uint32_t *out_n);
+
+/* Prints "peak memory: cpu (process RSS) measured X MiB, predicted Y MiB
+ * (+Z%); ..." for |s|. */
+void sy_cli_print_memory_peaks(FILE *f, const sy_session *s);
+
 struct sy_probe;
 
 /* Makes sure |rt|'s machine is probed (cli_probe.c): from the cache, or

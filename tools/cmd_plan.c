@@ -19,7 +19,7 @@ static void usage(FILE *f)
         "                       [--mem DEV=SIZE]... [--pin PATTERN=DEV]... [--profile FILE]...\n"
         "                       [--phase prefill|decode] [--tokens N] [--ctx N]\n"
         "                       [--algorithm auto|dp|list|exhaustive] [--explain] [--json]\n"
-        "                       [--dot FILE]\n"
+        "                       [--dot FILE] [--memory [--kv-type T] [--batch N]] [--fit]\n"
         "Plans one step of MODEL (default %s) and prints a summary.\n"
         "  --devices LIST     comma list of devices to use (default: all)\n"
         "  --policy POLICY    latency (default), energy, cpu-only or prefer:DEVICE\n"
@@ -32,7 +32,14 @@ static void usage(FILE *f)
         "  --tokens N         see --phase (default 64)\n"
         "  --explain          print every node, transfer and the memory per device\n"
         "  --json             print the plan as JSON instead\n"
-        "  --dot FILE         write the plan as Graphviz DOT to FILE\n",
+        "  --dot FILE         write the plan as Graphviz DOT to FILE\n"
+        "  --memory           print instead what a session needs per device: weights, KV\n"
+        "                     cache at --ctx (default: the session's) of --kv-type\n"
+        "                     (" SY_CLI_KV_TYPES "), activation arena of a --batch prefill chunk\n"
+        "                     (default 512) and decode step, overhead, predicted peak\n"
+        "  --fit              with --mem: choose a smaller context or KV type that fits\n"
+        "                     instead of refusing (docs/memory.md)\n"
+        "With --mem the whole session's predicted peak must meet each budget too.\n",
         SY_CLI_DEFAULT_MODEL);
 }
 
@@ -40,9 +47,10 @@ typedef struct plan_args {
     const char *model, *devices, *policy, *dot, *phase;
     const char *pins[PLAN_MAX_LIST], *mem[PLAN_MAX_LIST], *profiles[PLAN_MAX_LIST];
     uint32_t n_pins, n_mem, n_profiles;
-    uint32_t tokens, ctx;
+    uint32_t tokens, ctx, batch;
     sy_plan_algorithm algorithm;
-    bool explain, json;
+    sy_dtype kv_type;
+    bool explain, json, memory, fit;
 } plan_args;
 
 static bool push(const char **list, uint32_t *n, const char *v, const char *opt)
@@ -67,6 +75,10 @@ static int parse(int argc, char **argv, plan_args *a)
             a->explain = true;
         } else if (strcmp(o, "--json") == 0) {
             a->json = true;
+        } else if (strcmp(o, "--memory") == 0) {
+            a->memory = true;
+        } else if (strcmp(o, "--fit") == 0) {
+            a->fit = true;
         } else if (!v) {
             fprintf(stderr, "switchyard plan: unknown option or missing value: '%s'\n", o);
             return 2;
@@ -90,6 +102,22 @@ static int parse(int argc, char **argv, plan_args *a)
         } else if (strcmp(o, "--mem") == 0) {
             if (!push(a->mem, &a->n_mem, argv[++i], o))
                 return 2;
+        } else if (strcmp(o, "--kv-type") == 0) {
+            if (!sy_cli_parse_kv_type(argv[++i], &a->kv_type)) {
+                fprintf(stderr, "switchyard plan: --kv-type takes " SY_CLI_KV_TYPES ", got '%s'\n",
+                        v);
+                return 2;
+            }
+        } else if (strcmp(o, "--batch") == 0) {
+            char *end;
+            long n = strtol(v, &end, 10);
+            if (*end || n < 1 || n > 1 << 16) {
+                fprintf(stderr, "switchyard plan: --batch needs a count in [1, %d], got '%s'\n",
+                        1 << 16, v);
+                return 2;
+            }
+            a->batch = (uint32_t)n;
+            i++;
         } else if (strcmp(o, "--profile") == 0) {
             if (!push(a->profiles, &a->n_profiles, argv[++i], o))
                 return 2;
@@ -182,13 +210,44 @@ static int show(const sy_plan *plan, const plan_args *a)
     return 0;
 }
 
+/* The session-wide memory plan: printed with --memory, and checked
+ * against the budgets whenever --mem is given.  Returns the exit code. */
+static int plan_memory(sy_runtime *rt, sy_model *m, const plan_args *a)
+{
+    sy_session_options so;
+    sy_session_options_init(&so);
+    so.n_ctx = a->ctx;
+    so.n_batch = a->batch;
+    so.kv_type = a->kv_type;
+    so.devices = a->devices;
+    so.policy = a->policy;
+    so.pins = a->pins;
+    so.n_pins = a->n_pins;
+    so.mem = a->mem;
+    so.n_mem = a->n_mem;
+    so.fit = a->fit;
+    sy_memory_plan mp;
+    sy_memory_plan_init(&mp);
+    sy_status st = sy_model_plan_memory(m, &so, &mp);
+    if (a->memory && mp.n_devices)
+        sy_cli_print_memory_plan(stdout, &mp);
+    else if (mp.fitted)
+        printf("%s\n", mp.note);
+    if (st != SY_OK) {
+        fprintf(stderr, "switchyard plan: %s\n", sy_runtime_last_error(rt));
+        return 1;
+    }
+    return 0;
+}
+
 int sy_cli_plan(int argc, char **argv)
 {
-    plan_args a = {.model = SY_CLI_DEFAULT_MODEL, .tokens = 64};
+    plan_args a = {.model = SY_CLI_DEFAULT_MODEL, .tokens = 64, .kv_type = SY_DTYPE_F16};
     int rc = parse(argc, argv, &a);
     if (rc != 0)
         return rc < 0 ? 0 : rc;
-    sy_runtime *rt = sy_cli_runtime();
+    /* Only the plugins of the devices named, as run and bench load them. */
+    sy_runtime *rt = sy_cli_runtime_for(a.devices);
     if (!rt)
         return 1;
     /* The first command on a machine that looks at its devices probes them
@@ -215,6 +274,12 @@ int sy_cli_plan(int argc, char **argv)
             fprintf(stderr, "switchyard plan: %s\n", sy_planner_last_error(pl));
             goto out_planner;
         }
+    }
+    if (a.memory || a.n_mem) {
+        rc = plan_memory(rt, m, &a);
+        if (rc != 0 || a.memory)
+            goto out_planner;
+        rc = 1;
     }
     if (build_step(m, &a, &g, &scratch) != SY_OK)
         goto out_planner;

@@ -60,7 +60,7 @@ static void usage(FILE *f)
             "                      [--repeat-penalty R] [--seed S] [--ctx N]\n"
             "                      [--kv-type " SY_CLI_KV_TYPES "] [--context-policy error|shift|window:W]\n"
             "                      [--keep N] [--devices LIST] [--policy P] [--truncate]\n"
-            "                      [--threads N]\n"
+            "                      [--threads N] [--mem DEV=SIZE]... [--fit]\n"
             "Generates up to N tokens (default 128) after PROMPT, streaming them, then prints\n"
 
             "load time, TTFT, prefill and decode tokens/s and peak RSS.  Without -m it uses\n"
@@ -75,7 +75,12 @@ static void usage(FILE *f)
             "  re-evaluates the rest; window:W lets every layer see only its last W tokens,\n"
             "  so the context never fills (see docs/memory.md).\n"
             "--threads, --ctx and --kv-type default to what the machine's probe suggests for\n"
-            "the model (docs/probe.md: auto-configuration; the first run probes, once).\n",
+            "the model (docs/probe.md: auto-configuration; the first run probes, once).\n"
+            "--mem DEV=SIZE: memory budget of a device (K/M/G suffix; cpu is the process's\n"
+            "  host memory): refuse to start when the predicted peak exceeds it, or with\n"
+            "  --fit start with a smaller context, then KV type, that fits (docs/memory.md).\n"
+            "  After generating, the measured peak per device is printed beside the\n"
+            "  predicted one.\n",
             SY_CLI_DEFAULT_MODEL);
 }
 
@@ -158,6 +163,7 @@ int sy_cli_run(int argc, char **argv)
     sy_generate_params_init(&gp);
     sy_session_options so;
     sy_session_options_init(&so);
+    const char *mem[8];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         double num = 0;
@@ -168,6 +174,8 @@ int sy_cli_run(int argc, char **argv)
             chat = true;
         } else if (strcmp(a, "--truncate") == 0) {
             gp.truncate_prompt = true;
+        } else if (strcmp(a, "--fit") == 0) {
+            so.fit = true;
         } else if (!v) {
             fprintf(stderr, "switchyard run: unknown option or missing value: '%s'\n", a);
             return 2;
@@ -177,6 +185,14 @@ int sy_cli_run(int argc, char **argv)
             prompt = v, i++;
         } else if (strcmp(a, "--policy") == 0) {
             so.policy = v, i++;
+        } else if (strcmp(a, "--mem") == 0) {
+            if (so.n_mem == sizeof mem / sizeof mem[0]) {
+                fprintf(stderr, "switchyard run: at most %zu --mem options\n",
+                        sizeof mem / sizeof mem[0]);
+                return 2;
+            }
+            mem[so.n_mem++] = v, i++;
+            so.mem = mem;
         } else if (strcmp(a, "--system") == 0) {
             system = v, i++;
         } else if (strcmp(a, "--device") == 0 || strcmp(a, "--devices") == 0) {
@@ -278,6 +294,10 @@ int sy_cli_run(int argc, char **argv)
         fprintf(stderr, "switchyard run: %s\n", sy_runtime_last_error(rt));
         goto out_model;
     }
+    sy_memory_plan mp;
+    sy_memory_plan_init(&mp);
+    if (sy_session_query_memory(s, &mp, NULL) == SY_OK && mp.fitted)
+        fprintf(stderr, "switchyard run: %s\n", mp.note);
     const char *input = prompt;
     if (chat) {
         size_t need = 0;
@@ -335,6 +355,7 @@ int sy_cli_run(int argc, char **argv)
             mt.prefill_tok_s, mt.decode_tokens, mt.decode_tok_s,
             (double)mt.peak_rss_bytes / (1 << 20), (double)info.weight_bytes / (1 << 20),
             (double)mt.kv_bytes / (1 << 20));
+    sy_cli_print_memory_peaks(stderr, s);
     rc = 0;
 out_session:
     free(ids);

@@ -21,6 +21,7 @@
 #include "model_internal.h"
 #include "runtime_internal.h"
 #include "sampler.h"
+#include "session_memory.h"
 #include "session_replan.h"
 
 struct sy_session {
@@ -38,6 +39,7 @@ struct sy_session {
     sy_metrics metrics;
     sy__replan replan; /* device failures re-planned around */
     sy_executor *exec;  /* runs every step: arenas and weights kept between steps */
+    sy_memory_plan memory; /* predicted before anything was allocated (after --fit) */
     char err[1024];
 };
 
@@ -97,8 +99,8 @@ void sy_session_destroy(sy_session *s)
 
 /* Reads |opts| (may be NULL) into |o| with the defaults filled in and the
  * KV configuration derived; errors go to the runtime. */
-static sy_status session_config(const sy_model *m, const sy_session_options *opts,
-                                sy_session_options *o, sy_kv_config *out_kv)
+sy_status sy__session_config(const sy_model *m, const sy_session_options *opts,
+                             sy_session_options *o, sy_kv_config *out_kv)
 {
     sy_session_options_init(o);
     if (opts)
@@ -152,7 +154,7 @@ sy_status sy_model_query_kv_bytes(const sy_model *m, const sy_session_options *o
         return SY_E_INVALID_ARG;
     sy_session_options o;
     sy_kv_config kc;
-    sy_status st = session_config(m, opts, &o, &kc);
+    sy_status st = sy__session_config(m, opts, &o, &kc);
     if (st != SY_OK)
         return st;
     char err[256];
@@ -173,10 +175,9 @@ sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_sess
     sy_kv_config kc;
     const sy_hparams *hp = &m->hp;
     sy_runtime *rt = m->rt;
-    sy_status st = session_config(m, opts, &o, &kc);
+    sy_status st = sy__session_config(m, opts, &o, &kc);
     if (st != SY_OK)
         return st;
-    uint32_t n_ctx = o.n_ctx;
     /* Every named device must exist: a typo is an error, not a silent
      * CPU-only run. */
     for (const char *p = o.devices; p && *p;) {
@@ -196,6 +197,13 @@ sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_sess
                                   "SWITCHYARD_PLUGIN_PATH? see 'switchyard devices')");
         return SY_E_NOT_FOUND;
     }
+    /* Before anything is allocated: budgets refuse or, with fit, shrink. */
+    sy_memory_plan memory;
+    sy_memory_plan_init(&memory);
+    st = sy__session_plan_memory(m, NULL, &o, &kc, &memory);
+    if (st != SY_OK)
+        return st;
+    uint32_t n_ctx = o.n_ctx;
     sy_session *s = calloc(1, sizeof *s);
     if (!s)
         return SY_E_NO_MEMORY;
@@ -219,6 +227,7 @@ sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_sess
         sy_session_destroy(s);
         return st;
     }
+    s->memory = memory;
     s->n_ctx = n_ctx;
     s->n_batch = o.n_batch;
     s->ctx_policy = o.context_policy;
@@ -495,6 +504,17 @@ sy_status sy_session_query_metrics(const sy_session *s, sy_metrics *out_metrics)
         return SY_E_INVALID_ARG;
     *out_metrics = s->metrics;
     return SY_OK;
+}
+
+sy_status sy_session_query_memory(const sy_session *s, sy_memory_plan *out_plan,
+                                  sy_memory_usage *out_usage)
+{
+    if (!s || (out_plan && out_plan->struct_size < sizeof *out_plan) ||
+        (out_usage && out_usage->struct_size < sizeof *out_usage))
+        return SY_E_INVALID_ARG;
+    if (out_plan)
+        *out_plan = s->memory;
+    return out_usage ? sy__session_usage(s->m->rt, s->exec, out_usage) : SY_OK;
 }
 
 uint32_t sy_session_failure_count(const sy_session *s)

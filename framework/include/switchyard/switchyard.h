@@ -291,6 +291,13 @@ typedef struct sy_session_options {
     sy_context_policy context_policy; /* SY_CONTEXT_ERROR (0) unless set */
     uint32_t n_keep;       /* SHIFT: leading tokens never dropped (a system prompt) */
     uint32_t window;       /* WINDOW: attention span in tokens, 1 .. n_ctx */
+    const char *const *mem; /* n_mem "DEVICE=SIZE" budgets (as sy_plan_options.mem; "cpu" is
+                             * the host's memory); borrowed: must outlive the session.  The
+                             * session refuses to start when its predicted peak on a device
+                             * exceeds the budget (sy_model_plan_memory) */
+    uint32_t n_mem;
+    bool fit;              /* with budgets: start with the largest context, then the
+                            * smallest KV type, that fits instead of refusing */
 } sy_session_options;
 
 void sy_session_options_init(sy_session_options *opts);
@@ -387,6 +394,81 @@ sy_status sy_session_query_failure(const sy_session *s, uint32_t i,
 
 /* Metrics of the last sy_session_generate(). */
 sy_status sy_session_query_metrics(const sy_session *s, sy_metrics *out_metrics);
+
+/* ---------------------------------------------------------------- memory
+ * What a session will need per device before it is created, and what it
+ * used (docs/memory.md, "Budgets, --fit and peak memory"). */
+
+#define SY_MEMORY_MAX_DEVICES 8
+
+typedef struct sy_memory_device {
+    char name[SY_NAME_MAX];  /* "cpu", "opencl:0" */
+    uint32_t device;         /* runtime index */
+    bool host;               /* its memory is host memory: part of the cpu row too */
+    uint64_t weight_bytes;   /* cpu: the weights' file pages every device reads or uploads
+                              * from; others: weights uploaded there and kept */
+    uint64_t kv_bytes;       /* cpu: the whole KV cache (host memory, full context); others:
+                              * the caches of the layers placed there, copied in per step */
+    uint64_t arena_bytes;    /* activation arena, the larger of the prefill-chunk and decode
+                              * plans' (cpu: the arenas of every device in host memory) */
+    uint64_t overhead_bytes; /* cpu: the process's resident memory besides the weights when
+                              * planned (code, plugins, tokenizer) plus the session's own
+                              * buffers and plans; others: 0 */
+    uint64_t peak_bytes;     /* predicted peak: the sum of the four */
+    uint64_t budget_bytes;   /* from |mem|; 0: none */
+} sy_memory_device;
+
+typedef struct sy_memory_plan {
+    uint32_t struct_size;    /* sizeof(sy_memory_plan) */
+    uint32_t n_ctx;          /* the context planned for (after --fit) */
+    sy_dtype kv_type;        /* the KV type planned for (after --fit) */
+    uint32_t n_batch;        /* prompt tokens per prefill step */
+    uint32_t n_devices;      /* rows: cpu first, then every other device the plans use */
+    sy_memory_device devices[SY_MEMORY_MAX_DEVICES];
+    bool fitted;             /* fit changed the context or the KV type */
+    char note[256];          /* what fit chose, "" when nothing changed */
+} sy_memory_plan;
+
+/* Fills |plan| with zeros and its struct_size. */
+void sy_memory_plan_init(sy_memory_plan *plan);
+
+/* Predicts the memory a session of |m| with |opts| (may be NULL) needs
+ * on each device, without allocating it: it plans a full prefill chunk
+ * and a decode step at the end of the context as the session would, lays
+ * out their activation arenas, and adds the weights, the KV cache at the
+ * whole context and the runtime's overhead.  Where opts->mem gives a
+ * budget and the predicted peak exceeds it: SY_E_LIMIT with "model needs
+ * X MiB on DEV, budget Y MiB (...)" in sy_runtime_last_error(), or with
+ * opts->fit the largest context (keeping the KV type; below 256 tokens,
+ * smaller KV types: q8_0, then q4_0) that fits, said in out_plan->note.
+ * |out_plan| is filled in either case.
+ * Thread-safety: as sy_session_create(). */
+sy_status sy_model_plan_memory(sy_model *m, const sy_session_options *opts,
+                               sy_memory_plan *out_plan);
+
+typedef struct sy_memory_usage {
+    uint32_t struct_size;    /* sizeof(sy_memory_usage) */
+    uint64_t host_rss_bytes; /* the process's resident set now (VmRSS) */
+    uint64_t host_peak_bytes; /* its peak so far (VmHWM): the cpu row's measured peak */
+    uint32_t n_devices;
+    struct {
+        char name[SY_NAME_MAX];
+        uint32_t device;      /* runtime index */
+        uint64_t current_bytes; /* buffers the session's executor holds there now */
+        uint64_t peak_bytes;  /* the most it held there at once */
+    } devices[SY_MEMORY_MAX_DEVICES];
+} sy_memory_usage;
+
+/* Fills |usage| with zeros and its struct_size. */
+void sy_memory_usage_init(sy_memory_usage *usage);
+
+/* Fills |out_plan| (may be NULL) with the memory plan |s| was created
+ * with (predicted before it allocated anything; after fit, what fit
+ * chose) and |out_usage| (may be NULL) with what it uses: the process's
+ * resident set from the OS and each device's buffers as the session's
+ * executor counts them.  Set struct_size (the _init functions) first. */
+sy_status sy_session_query_memory(const sy_session *s, sy_memory_plan *out_plan,
+                                  sy_memory_usage *out_usage);
 
 /* ======================================================= scheduler and plans
  * Everything below belongs to the scheduler (scheduler/, docs/scheduler.md):
@@ -562,7 +644,8 @@ sy_status sy_plan_query_step(const sy_plan *plan, uint32_t i, sy_plan_step_info 
 typedef struct sy_plan_memory {
     uint64_t weight_bytes;     /* weights and inputs placed on the device */
     uint64_t kv_bytes;         /* KV state placed on the device */
-    uint64_t activation_bytes; /* activations made or received there, no reuse */
+    uint64_t activation_bytes; /* the activation arena there: activations made or received
+                                * there at offsets reused by lifetime (memory planner) */
     uint64_t budget_bytes;     /* 0: unlimited */
 } sy_plan_memory;
 
