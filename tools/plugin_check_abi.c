@@ -272,13 +272,41 @@ static bool pcheck_desc_strings(const sy_device_desc *d, char *why, size_t size)
     return true;
 }
 
+/* Room after the struct handed to describe(), filled with a canary: a
+ * plugin that ignores struct_size (or was built against a later header
+ * with a longer struct) writes into it instead of into the caller. */
+enum { PCHECK_DESC_GUARD = 512, PCHECK_CANARY = 0xa5 };
+
+typedef union pcheck_guarded_desc {
+    sy_device_desc desc;
+    unsigned char raw[sizeof(sy_device_desc) + PCHECK_DESC_GUARD];
+} pcheck_guarded_desc;
+
+/* Calls describe() with a struct of |size| bytes (zeroed, struct_size set)
+ * followed by canary bytes; *out_overrun is the number of bytes past
+ * |size| that changed. */
+static sy_status pcheck_describe_guarded(pcheck_run *run, uint32_t dev, size_t size,
+                                         pcheck_guarded_desc *g, size_t *out_overrun)
+{
+    memset(g->raw, PCHECK_CANARY, sizeof g->raw);
+    memset(g->raw, 0, size);
+    g->desc.struct_size = (uint32_t)size;
+    sy_status st = run->table.describe(run->state, dev, &g->desc);
+    *out_overrun = 0;
+    for (size_t i = size; i < sizeof g->raw; i++)
+        if (g->raw[i] != PCHECK_CANARY)
+            *out_overrun = i - size + 1;
+    return st;
+}
+
 bool pcheck_describe(pcheck_run *run, uint32_t dev, sy_device_desc *out_desc)
 {
     const int32_t d = (int32_t)dev;
     sy_device_desc *desc = out_desc;
-    memset(desc, 0, sizeof *desc);
-    desc->struct_size = (uint32_t)sizeof *desc;
-    sy_status st = run->table.describe(run->state, dev, desc);
+    pcheck_guarded_desc full;
+    size_t overrun = 0;
+    sy_status st = pcheck_describe_guarded(run, dev, sizeof *desc, &full, &overrun);
+    memcpy(desc, &full.desc, sizeof *desc);
     if (st != SY_OK) {
         char said[512];
         pcheck_host_take_error(&run->host, said, sizeof said);
@@ -288,6 +316,12 @@ bool pcheck_describe(pcheck_run *run, uint32_t dev, sy_device_desc *out_desc)
     }
     pcheck_add(run, "describe", d, SY_PCHECK_PASS, "describe succeeds", "'%s': %s",
                desc->name, desc->model);
+    if (overrun)
+        pcheck_add(run, "describe", d, SY_PCHECK_FAIL, "describe stays within struct_size",
+                   "describe(struct_size %zu) changed bytes up to %zu past the end",
+                   sizeof *desc, overrun);
+    else
+        pcheck_pass(run, "describe", d, "describe stays within struct_size");
 
     char why[160];
     if (desc->kind > SY_DEVICE_NPU)
@@ -317,25 +351,26 @@ bool pcheck_describe(pcheck_run *run, uint32_t dev, sy_device_desc *out_desc)
     else
         pcheck_pass(run, "describe", d, "fields are in range");
 
-    /* An older core hands a shorter struct: nothing past it may change. */
-    enum { CANARY = 0xa5 };
+    /* An older core hands a shorter struct: nothing past it may change,
+     * and what it covers must read as the full description does. */
     const size_t short_size = offsetof(sy_device_desc, memory_bytes);
-    union {
-        sy_device_desc desc;
-        unsigned char raw[sizeof(sy_device_desc)];
-    } small;
-    memset(small.raw, CANARY, sizeof small.raw);
-    memset(small.raw, 0, short_size);
-    small.desc.struct_size = (uint32_t)short_size;
-    st = run->table.describe(run->state, dev, &small.desc);
-    bool intact = true;
-    for (size_t i = short_size; i < sizeof small.raw; i++)
-        intact = intact && small.raw[i] == CANARY;
-    if (st != SY_OK || !intact)
+    pcheck_guarded_desc small;
+    st = pcheck_describe_guarded(run, dev, short_size, &small, &overrun);
+    const bool same = memcmp(small.raw + sizeof small.desc.struct_size,
+                             full.raw + sizeof full.desc.struct_size,
+                             short_size - sizeof small.desc.struct_size) == 0;
+    if (st != SY_OK)
         pcheck_add(run, "describe", d, SY_PCHECK_FAIL, "describe honours a smaller struct_size",
-                   st != SY_OK ? "describe(struct_size %zu) failed: %s"
-                               : "describe(struct_size %zu) wrote past it%s",
-                   short_size, st != SY_OK ? sy_status_name(st) : "");
+                   "describe(struct_size %zu) failed: %s", short_size, sy_status_name(st));
+    else if (overrun)
+        pcheck_add(run, "describe", d, SY_PCHECK_FAIL, "describe honours a smaller struct_size",
+                   "describe(struct_size %zu) changed bytes up to %zu past it", short_size,
+                   overrun);
+    else if (small.desc.struct_size != short_size || !same)
+        pcheck_add(run, "describe", d, SY_PCHECK_FAIL, "describe honours a smaller struct_size",
+                   "describe(struct_size %zu) %s", short_size,
+                   small.desc.struct_size != short_size ? "changed struct_size"
+                                                        : "filled it differently");
     else
         pcheck_pass(run, "describe", d, "describe honours a smaller struct_size");
 

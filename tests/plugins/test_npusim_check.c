@@ -131,6 +131,22 @@ Test(plugin_check, passes_on_the_opencl_plugin_where_it_was_built)
     sy_pcheck_report_destroy(r);
 }
 
+Test(plugin_check, passes_on_the_test_devices_the_core_tests_build)
+{
+    /* testdev is the smallest complete plugin in the tree (the guide points
+     * vendors at it): it must pass what it teaches, mapped or opaque. */
+    static const char *const files[] = {"testdev.so", "opaquedev.so", "unmapped.so"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", SY_TEST_PLUGIN_DIR, files[i]);
+        sy_pcheck_report *r = run_check(path, SY_PCHECK_TOL_AUTO);
+        expect_all_pass(r);
+        expect_outcome(r, "describe honours a smaller struct_size", SY_PCHECK_PASS);
+        expect_outcome(r, "allocation beyond memory fails cleanly", SY_PCHECK_PASS);
+        sy_pcheck_report_destroy(r);
+    }
+}
+
 static void expect_broken(const char *file, const char *check)
 {
     char path[512];
@@ -152,6 +168,8 @@ Test(plugin_check, fails_each_broken_plugin_naming_the_check_it_breaks)
     expect_broken("init_fails.so", "init succeeds");
     expect_broken("fault_describe.so", "describe succeeds");
     expect_broken("fault_execute.so", "add f32 [64,6,2] by [64,6,2]");
+    expect_broken("overrun/overrun.so", "describe stays within struct_size");
+    expect_broken("overrun/overrun.so", "describe honours a smaller struct_size");
 }
 
 Test(plugin_check, reports_the_reason_a_broken_init_gave)

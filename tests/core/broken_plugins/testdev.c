@@ -15,6 +15,11 @@
  *                             op OP, which supports() accepts: a kernel that
  *                             breaks at run time
  *   TESTDEV_FAIL_DESCRIBE=1   describe() fails
+ *   TESTDEV_DESCRIBE_OVERRUN=1  describe() ignores the struct_size it is
+ *                         given and writes a description 64 bytes longer
+ *                         than this header's (a plugin built against a
+ *                         later header that forgot the rule); built apart,
+ *                         in overrun/, where no directory load finds it
  *   TESTDEV_ABI_MINOR=N   claims ABI 1.N with a table longer than 1.0's
  *
  * It logs what it does at debug level through host->log so that tests can
@@ -49,9 +54,15 @@
 #ifndef TESTDEV_FAIL_OP
 #define TESTDEV_FAIL_OP SY_OP_NONE
 #endif
+#ifndef TESTDEV_DESCRIBE_OVERRUN
+#define TESTDEV_DESCRIBE_OVERRUN 0
+#endif
 #ifndef TESTDEV_ABI_MINOR
 #define TESTDEV_ABI_MINOR SY_PLUGIN_ABI_MINOR
 #endif
+
+/* What the device claims; buffers and nodes beyond it are refused. */
+#define TESTDEV_MEMORY ((uint64_t)1 << 30)
 
 typedef struct testdev_state {
     const sy_host *host;
@@ -164,16 +175,49 @@ static uint32_t testdev_device_count(void *state)
 static sy_status testdev_describe(void *state, uint32_t dev, sy_device_desc *out_desc)
 {
     (void)state;
-    if (dev != 0 || TESTDEV_FAIL_DESCRIBE)
+    if (dev != 0 || TESTDEV_FAIL_DESCRIBE || !out_desc)
         return SY_E_DEVICE;
-    out_desc->kind = SY_DEVICE_CPU;
-    snprintf(out_desc->name, sizeof out_desc->name, "%s", TESTDEV_NAME);
-    snprintf(out_desc->model, sizeof out_desc->model, "fake device for tests");
-    snprintf(out_desc->vendor, sizeof out_desc->vendor, "switchyard tests");
-    out_desc->memory_bytes = (uint64_t)1 << 30;
-    out_desc->unified_memory = TESTDEV_UNIFIED;
-    out_desc->compute_units = 1;
+    /* Filled in full here, then copied as far as the caller's struct_size
+     * reaches: an older core's struct is shorter than this header's. */
+    sy_device_desc d;
+    memset(&d, 0, sizeof d);
+    d.kind = SY_DEVICE_CPU;
+    snprintf(d.name, sizeof d.name, "%s", TESTDEV_NAME);
+    snprintf(d.model, sizeof d.model, "fake device for tests");
+    snprintf(d.vendor, sizeof d.vendor, "switchyard tests");
+    d.memory_bytes = TESTDEV_MEMORY;
+    d.unified_memory = TESTDEV_UNIFIED;
+    d.compute_units = 1;
+#if TESTDEV_DESCRIBE_OVERRUN
+    struct {
+        sy_device_desc desc;
+        unsigned char fields_of_a_later_header[64];
+    } later;
+    memset(&later, 0, sizeof later);
+    later.desc = d;
+    later.desc.struct_size = (uint32_t)sizeof later;
+    memcpy(out_desc, &later, sizeof later); /* the bug this variant exists for */
     return SY_OK;
+#else
+    uint32_t size = out_desc->struct_size;
+    if (size < sizeof d.struct_size)
+        return SY_E_INVALID_ARG;
+    if (size > sizeof d) /* a later core: fill what this header knows */
+        size = sizeof d;
+    d.struct_size = size;
+    memcpy(out_desc, &d, size);
+    return SY_OK;
+#endif
+}
+
+/* Bytes of every distinct tensor |node| touches. */
+static uint64_t testdev_node_bytes(const sy_node *node)
+{
+    uint64_t total = sy_tensor_nbytes(node->output);
+    for (uint32_t i = 0; i < node->n_inputs; i++)
+        if (node->inputs[i] && node->inputs[i] != node->output)
+            total += sy_tensor_nbytes(node->inputs[i]);
+    return total;
 }
 
 static bool testdev_supports(void *state, uint32_t dev, const sy_node *node, sy_support *out_why)
@@ -186,6 +230,14 @@ static bool testdev_supports(void *state, uint32_t dev, const sy_node *node, sy_
         snprintf(out_why->text, sizeof out_why->text, "%s has no argmax kernel", TESTDEV_NAME);
         return false;
     }
+    const uint64_t bytes = testdev_node_bytes(node);
+    if (bytes > TESTDEV_MEMORY) {
+        out_why->reason = SY_UNSUPPORTED_MEMORY;
+        snprintf(out_why->text, sizeof out_why->text,
+                 "its tensors need %llu bytes, more than the %llu of %s",
+                 (unsigned long long)bytes, (unsigned long long)TESTDEV_MEMORY, TESTDEV_NAME);
+        return false;
+    }
     return true;
 }
 
@@ -195,6 +247,11 @@ static sy_status testdev_buffer_alloc(void *state, uint32_t dev, uint64_t size,
     testdev_state *s = state;
     *out_buffer = NULL;
     s->alloc_calls++;
+    if (size > TESTDEV_MEMORY) {
+        testdev_logf(s, SY_LOG_DEBUG, "alloc %llu refused: the device has %llu bytes",
+                     (unsigned long long)size, (unsigned long long)TESTDEV_MEMORY);
+        return SY_E_NO_MEMORY;
+    }
     if (TESTDEV_FAIL_ALLOC_AT != 0 && s->alloc_calls == (uint32_t)TESTDEV_FAIL_ALLOC_AT) {
         testdev_logf(s, SY_LOG_DEBUG, "alloc %llu refused (fault injection)",
                      (unsigned long long)size);
