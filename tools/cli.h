@@ -2,6 +2,8 @@
 #ifndef SY_TOOLS_CLI_H
 #define SY_TOOLS_CLI_H
 
+#include <stdio.h>
+
 #include "switchyard/switchyard.h"
 
 typedef struct sy_cli_command {
@@ -76,6 +78,10 @@ sy_runtime *sy_cli_runtime_probed(const char *cmd, const char *devices, const ch
  * (may be NULL or empty: nothing changes), except the ones the user gave. */
 void sy_cli_autoconfig_session(const struct sy_probe *p, const sy_model *m, bool ctx_given,
                                bool kv_given, sy_session_options *so);
+
+/* Prints where |s|'s time went per device, the |top| node kinds of each
+ * (cli_timing.c); nothing when the session did not time its nodes. */
+void sy_cli_print_node_timing(FILE *f, const sy_session *s, uint32_t top);
 
 /* Creates a runtime with the CLI's defaults, printing the error on failure. */
 sy_runtime *sy_cli_runtime(void);

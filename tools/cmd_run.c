@@ -60,7 +60,7 @@ static void usage(FILE *f)
             "                      [--repeat-penalty R] [--seed S] [--ctx N]\n"
             "                      [--kv-type " SY_CLI_KV_TYPES "] [--context-policy error|shift|window:W]\n"
             "                      [--keep N] [--devices LIST] [--policy P] [--truncate]\n"
-            "                      [--threads N] [--mem DEV=SIZE]... [--fit]\n"
+            "                      [--threads N] [--mem DEV=SIZE]... [--fit] [--profile]\n"
             "Generates up to N tokens (default 128) after PROMPT, streaming them, then prints\n"
 
             "load time, TTFT, prefill and decode tokens/s and peak RSS.  Without -m it uses\n"
@@ -80,7 +80,9 @@ static void usage(FILE *f)
             "  host memory): refuse to start when the predicted peak exceeds it, or with\n"
             "  --fit start with a smaller context, then KV type, that fits (docs/memory.md).\n"
             "  After generating, the measured peak per device is printed beside the\n"
-            "  predicted one.\n",
+            "  predicted one.\n"
+            "--profile: time every node (each launched alone, so the run is slower) and\n"
+            "  print the top nodes by time per device.\n",
             SY_CLI_DEFAULT_MODEL);
 }
 
@@ -176,6 +178,8 @@ int sy_cli_run(int argc, char **argv)
             gp.truncate_prompt = true;
         } else if (strcmp(a, "--fit") == 0) {
             so.fit = true;
+        } else if (strcmp(a, "--profile") == 0) {
+            so.time_nodes = true;
         } else if (!v) {
             fprintf(stderr, "switchyard run: unknown option or missing value: '%s'\n", a);
             return 2;
@@ -356,6 +360,7 @@ int sy_cli_run(int argc, char **argv)
             (double)mt.peak_rss_bytes / (1 << 20), (double)info.weight_bytes / (1 << 20),
             (double)mt.kv_bytes / (1 << 20));
     sy_cli_print_memory_peaks(stderr, s);
+    sy_cli_print_node_timing(stderr, s, 10);
     rc = 0;
 out_session:
     free(ids);

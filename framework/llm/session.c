@@ -23,6 +23,7 @@
 #include "sampler.h"
 #include "session_memory.h"
 #include "session_replan.h"
+#include "session_timing.h"
 
 struct sy_session {
     sy_model *m;
@@ -40,6 +41,7 @@ struct sy_session {
     sy__replan replan; /* device failures re-planned around */
     sy_executor *exec;  /* runs every step: arenas and weights kept between steps */
     sy_memory_plan memory; /* predicted before anything was allocated (after --fit) */
+    sy__timing timing;     /* per-node totals, with time_nodes */
     char err[1024];
 };
 
@@ -94,6 +96,7 @@ void sy_session_destroy(sy_session *s)
     sy__replan_deinit(&s->replan);
     free(s->devices);
     free(s->policy);
+    sy__timing_deinit(&s->timing);
     free(s);
 }
 
@@ -223,6 +226,9 @@ sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_sess
         st = sy_planner_load_default_profiles(s->planner, NULL);
     if (st == SY_OK)
         st = sy_executor_create(rt, &s->exec);
+    if (st == SY_OK && o.time_nodes)
+        st = sy_executor_set_node_timing(s->exec, true);
+    s->timing.on = o.time_nodes;
     if (st != SY_OK) {
         sy_session_destroy(s);
         return st;
@@ -305,6 +311,8 @@ static sy_status eval_chunk(sy_session *s, const int32_t *tokens, uint32_t n, bo
         return st;
     st = sy__replan_run_step(&s->replan, s->m->rt, s->planner, s->exec, &s->plan_opts, g,
                              s->n_past, s->err, sizeof s->err);
+    if (st == SY_OK && s->timing.on && sy__timing_add(&s->timing, g, s->exec) != SY_OK)
+        sy_runtime_log(s->m->rt, SY_LOG_WARN, "session: out of memory totalling node times");
     sy_graph_destroy(g);
     if (st == SY_OK) {
         if (s->hist)
@@ -515,6 +523,22 @@ sy_status sy_session_query_memory(const sy_session *s, sy_memory_plan *out_plan,
     if (out_plan)
         *out_plan = s->memory;
     return out_usage ? sy__session_usage(s->m->rt, s->exec, out_usage) : SY_OK;
+}
+
+uint32_t sy_session_node_timing_count(const sy_session *s)
+{
+    return s ? s->timing.n : 0;
+}
+
+sy_status sy_session_query_node_timing(const sy_session *s, uint32_t i,
+                                       sy_node_timing *out_timing)
+{
+    if (!out_timing)
+        return SY_E_INVALID_ARG;
+    memset(out_timing, 0, sizeof *out_timing);
+    if (!s)
+        return SY_E_INVALID_ARG;
+    return sy__timing_query(&s->timing, s->m->rt, i, out_timing);
 }
 
 uint32_t sy_session_failure_count(const sy_session *s)

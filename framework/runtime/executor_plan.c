@@ -29,6 +29,7 @@
  * helpers are static and one-device-shaped. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "memplan.h"
 #include "plan_internal.h"
@@ -90,6 +91,12 @@ struct sy_executor {
     uint8_t *writer;
     sy_node **nodes;
     size_t cap_bind, cap_writer, cap_nodes;
+    /* per-node timing (sy_executor_set_node_timing): the last run's */
+    bool time_nodes;
+    double *node_s;     /* per graph node, 0 for views and nodes not run */
+    uint32_t *node_dev; /* runtime device index */
+    uint32_t n_timed;   /* nodes of the last timed run's graph */
+    size_t cap_node_s, cap_node_dev;
 };
 
 /* One run of a graph. */
@@ -552,10 +559,31 @@ static sy_status xp_segment(xp_run *r, const sy__plan_step *s)
             return st;
         nodes[q] = n;
     }
-    sy_status st = p->desc.execute(p->state, r->dev[d]->index, nodes, s->count);
-    sy_status st_sync = p->desc.synchronize(p->state, r->dev[d]->index);
-    if (st == SY_OK)
-        st = st_sync;
+    sy_status st = SY_OK;
+    if (r->x->time_nodes) {
+        /* One launch per node, synchronised, so each node's wall time is
+         * its own (the step takes longer for it). */
+        for (uint32_t q = 0; q < s->count && st == SY_OK; q++) {
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            st = p->desc.execute(p->state, r->dev[d]->index, &nodes[q], 1);
+            sy_status st_sync = p->desc.synchronize(p->state, r->dev[d]->index);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            if (st == SY_OK)
+                st = st_sync;
+            uint32_t i = r->plan->order[s->first + q];
+            r->x->node_s[i] = sy_op_is_view(nodes[q]->op)
+                                  ? 0.0
+                                  : (double)(t1.tv_sec - t0.tv_sec) +
+                                        (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+            r->x->node_dev[i] = r->plan->dev_index[d];
+        }
+    } else {
+        st = p->desc.execute(p->state, r->dev[d]->index, nodes, s->count);
+        sy_status st_sync = p->desc.synchronize(p->state, r->dev[d]->index);
+        if (st == SY_OK)
+            st = st_sync;
+    }
     if (st != SY_OK) {
         sy__runtime_set_error(r->rt, "device '%s': executing %u nodes from '%s' failed: %s (%s)",
                               r->dev[d]->desc.name, s->count, nodes[0]->name, sy_status_name(st),
@@ -754,7 +782,35 @@ void sy_executor_destroy(sy_executor *x)
     free(x->bind);
     free(x->writer);
     free(x->nodes);
+    free(x->node_s);
+    free(x->node_dev);
     free(x);
+}
+
+sy_status sy_executor_set_node_timing(sy_executor *x, bool on)
+{
+    if (!x)
+        return SY_E_INVALID_ARG;
+    x->time_nodes = on;
+    x->n_timed = 0;
+    return SY_OK;
+}
+
+sy_status sy_executor_query_node_time(const sy_executor *x, uint32_t node, double *out_seconds,
+                                      uint32_t *out_device)
+{
+    if (out_seconds)
+        *out_seconds = 0;
+    if (out_device)
+        *out_device = 0;
+    if (!x || !out_seconds)
+        return SY_E_INVALID_ARG;
+    if (!x->time_nodes || node >= x->n_timed)
+        return SY_E_NOT_FOUND;
+    *out_seconds = x->node_s[node];
+    if (out_device)
+        *out_device = x->node_dev[node];
+    return SY_OK;
 }
 
 sy_status sy_executor_run(sy_executor *x, sy_graph *g, const sy_plan *plan)
@@ -786,6 +842,17 @@ sy_status sy_executor_run(sy_executor *x, sy_graph *g, const sy_plan *plan)
     }
     memset(x->bind, 0, nt * r.D * sizeof *x->bind);
     memset(x->writer, SY__NO_DEVICE, nt);
+    if (x->time_nodes) {
+        size_t nn = (size_t)sy_graph_node_count(g) + 1;
+        if (!xp_grow((void **)&x->node_s, &x->cap_node_s, nn, sizeof *x->node_s) ||
+            !xp_grow((void **)&x->node_dev, &x->cap_node_dev, nn, sizeof *x->node_dev)) {
+            sy__runtime_set_error(rt, "out of memory preparing node timing");
+            return SY_E_NO_MEMORY;
+        }
+        memset(x->node_s, 0, nn * sizeof *x->node_s);
+        memset(x->node_dev, 0, nn * sizeof *x->node_dev);
+        x->n_timed = sy_graph_node_count(g);
+    }
     st = xp_layout_get(&r);
     for (uint32_t d = 0; st == SY_OK && d < r.D; d++)
         st = xp_arena(&r, d, r.mp->arena[d]);

@@ -358,3 +358,84 @@ Test(tune, the_cpu_thread_count_round_trips_through_the_profile)
     free(json);
     tune_samples_free(&s);
 }
+
+/* ------------------------------------------------ node timing in sessions */
+
+Test(node_timing, a_session_totals_every_node_per_name_op_and_device, .timeout = 120)
+{
+    char dir[] = "/tmp/sy-node-timing-XXXXXX", path[256], cmd[1024];
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/m.gguf", dir);
+    snprintf(cmd, sizeof cmd,
+             "'%s' synth --arch llama --dims 2,64,128,4,2,512 --type f32 --ctx 64 --seed 3 "
+             "-o '%s' >/dev/null",
+             SY_SWITCHYARD_BIN, path);
+    cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+    sy_runtime_options ro;
+    sy_runtime_options_init(&ro);
+    ro.plugin_path = SY_TEST_CPU_PLUGIN;
+    ro.no_default_paths = true;
+    sy_runtime *rt = NULL;
+    cr_assert_eq(sy_runtime_create(&ro, &rt), SY_OK);
+    sy_model *m = NULL;
+    cr_assert_eq(sy_model_open(rt, path, &m), SY_OK, "%s", sy_runtime_last_error(rt));
+    sy_session_options so;
+    sy_session_options_init(&so);
+    so.n_ctx = 32;
+    sy_session *plain = NULL, *timed = NULL;
+    cr_assert_eq(sy_session_create(m, &so, &plain), SY_OK);
+    so.time_nodes = true;
+    cr_assert_eq(sy_session_create(m, &so, &timed), SY_OK);
+    const int32_t prompt[3] = {5, 6, 7}, next = 8;
+    cr_assert_eq(sy_session_eval(plain, prompt, 3, false, NULL), SY_OK);
+    cr_expect_eq(sy_session_node_timing_count(plain), 0u, "timing is off by default");
+    cr_assert_eq(sy_session_eval(timed, prompt, 3, false, NULL), SY_OK);
+    cr_assert_eq(sy_session_eval(timed, &next, 1, false, NULL), SY_OK);
+    uint32_t n = sy_session_node_timing_count(timed);
+    cr_assert_gt(n, 5u);
+    double last = INFINITY;
+    bool found_q = false;
+    for (uint32_t i = 0; i < n; i++) {
+        sy_node_timing e;
+        cr_assert_eq(sy_session_query_node_timing(timed, i, &e), SY_OK);
+        cr_expect_leq(e.seconds, last, "entries come most time first");
+        last = e.seconds;
+        cr_expect_str_eq(e.device_name, "cpu");
+        cr_expect_null(strstr(e.name, "blk."), "the layer prefix stays out: %s", e.name);
+        if (strcmp(e.name, "attn_q") == 0) {
+            found_q = true;
+            /* Two layers, two steps (the prompt, then one token). */
+            cr_expect_eq(e.count, 4u);
+            cr_expect_str_eq(e.op, "matmul");
+            cr_expect_gt(e.seconds, 0.0);
+        }
+    }
+    cr_expect(found_q, "no attn_q entry");
+    sy_node_timing e;
+    cr_expect_eq(sy_session_query_node_timing(timed, n, &e), SY_E_NOT_FOUND);
+    sy_session_destroy(timed);
+    sy_session_destroy(plain);
+    sy_model_close(m);
+    sy_runtime_destroy(rt);
+    unlink(path);
+    rmdir(dir);
+}
+
+Test(node_timing, an_executor_times_nothing_until_asked)
+{
+    sy_runtime_options ro;
+    sy_runtime_options_init(&ro);
+    ro.plugin_path = SY_TEST_CPU_PLUGIN;
+    ro.no_default_paths = true;
+    sy_runtime *rt = NULL;
+    cr_assert_eq(sy_runtime_create(&ro, &rt), SY_OK);
+    sy_executor *x = NULL;
+    cr_assert_eq(sy_executor_create(rt, &x), SY_OK);
+    double s = 1;
+    cr_expect_eq(sy_executor_query_node_time(x, 0, &s, NULL), SY_E_NOT_FOUND);
+    cr_expect_eq(s, 0.0);
+    cr_expect_eq(sy_executor_set_node_timing(NULL, true), SY_E_INVALID_ARG);
+    cr_expect_eq(sy_executor_query_node_time(x, 0, NULL, NULL), SY_E_INVALID_ARG);
+    sy_executor_destroy(x);
+    sy_runtime_destroy(rt);
+}

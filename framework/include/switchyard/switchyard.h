@@ -298,6 +298,8 @@ typedef struct sy_session_options {
     uint32_t n_mem;
     bool fit;              /* with budgets: start with the largest context, then the
                             * smallest KV type, that fits instead of refusing */
+    bool time_nodes;       /* time every node of every step (sy_session_query_node_timing);
+                            * each node then runs as a launch of its own, so steps are slower */
 } sy_session_options;
 
 void sy_session_options_init(sy_session_options *opts);
@@ -391,6 +393,27 @@ uint32_t sy_session_failure_count(const sy_session *s);
  * by |s| and valid until it is destroyed. */
 sy_status sy_session_query_failure(const sy_session *s, uint32_t i,
                                    sy_session_failure *out_failure);
+
+/* Where a session's time went, with sy_session_options.time_nodes: the
+ * nodes of every step so far, totalled per node name without its layer
+ * prefix ("ffn_down" for blk.3.ffn_down), op and device. */
+typedef struct sy_node_timing {
+    const char *name;        /* "ffn_down", "attn", "output" */
+    const char *op;          /* "matmul" */
+    uint32_t device;         /* runtime device index */
+    const char *device_name; /* "cpu" */
+    uint64_t count;          /* nodes timed under this entry (layers x steps) */
+    double seconds;          /* their total wall time */
+} sy_node_timing;
+
+/* Returns the number of node timing entries of |s| (0 without time_nodes). */
+uint32_t sy_session_node_timing_count(const sy_session *s);
+
+/* Describes entry |i| (0 .. count-1, the most time first).  Strings are
+ * owned by |s| (names) or its runtime (device names) and valid until the
+ * next step.  SY_E_NOT_FOUND past the last entry. */
+sy_status sy_session_query_node_timing(const sy_session *s, uint32_t i,
+                                       sy_node_timing *out_timing);
 
 /* Metrics of the last sy_session_generate(). */
 sy_status sy_session_query_metrics(const sy_session *s, sy_metrics *out_metrics);
@@ -695,6 +718,19 @@ void sy_executor_destroy(sy_executor *x);
  * through views copied back to host data.  Errors in
  * sy_runtime_last_error() of the executor's runtime. */
 sy_status sy_executor_run(sy_executor *x, sy_graph *g, const sy_plan *plan);
+
+/* Turns per-node timing on or off for later runs of |x|: each node of a
+ * segment then runs as a launch of its own followed by a synchronize, and
+ * its wall time is kept until the next run (runs take longer for it: one
+ * launch and wait per node instead of per segment). */
+sy_status sy_executor_set_node_timing(sy_executor *x, bool on);
+
+/* The wall time of node |node| (graph topological index) in |x|'s last run
+ * with timing on, and the runtime device that ran it (|out_device| may be
+ * NULL).  0 seconds for views and nodes the run did not reach.
+ * SY_E_NOT_FOUND when timing is off or |node| is past the last run's graph. */
+sy_status sy_executor_query_node_time(const sy_executor *x, uint32_t node, double *out_seconds,
+                                      uint32_t *out_device);
 
 typedef struct sy_executor_memory {
     uint64_t arena_bytes;   /* the device's activation arena */
