@@ -222,8 +222,9 @@ Test(npusim_supports, describes_an_npu_with_its_own_memory_and_capability_summar
     cr_assert_str_eq(d.name, "npusim");
     cr_assert_eq(d.memory_bytes, (uint64_t)1 << 30);
     cr_assert_eq(d.unified_memory, 0);
-    cr_assert(strstr(d.topology, "ops matmul,add,mul; weights q8_0,q4_0; W8A8") != NULL, "%s",
-              d.topology);
+    cr_assert(strstr(d.topology, "ops matmul,add,mul; weights q8_0,q4_0; W8A8 per-row "
+                                 "asymmetric dynamic") != NULL,
+              "%s", d.topology);
     /* The default file beside the module was read, not the built-in copy. */
     cr_assert(strstr(t.log, "capabilities from ") != NULL && strstr(t.log, "npusim.json"),
               "log:\n%s", t.log);
@@ -318,6 +319,24 @@ Test(npusim_config, a_per_tensor_activation_scale_is_refused_not_emulated_as_per
 {
     expect_init_failure("{ \"matmul\": { \"activations\": { \"granularity\": \"per_tensor\" } } }",
                         "SY_E_FORMAT", "'per_tensor' is not emulated");
+}
+
+Test(npusim_config, an_activation_scheme_it_does_not_emulate_fails_init)
+{
+    expect_init_failure("{ \"matmul\": { \"activations\": { \"scheme\": \"affine\" } } }",
+                        "SY_E_FORMAT",
+                        "field 'matmul.activations.scheme': 'affine' is not emulated");
+}
+
+Test(npusim_config, symmetric_activations_show_in_the_capability_summary)
+{
+    nt_rt t;
+    nt_open(&t, "{ \"matmul\": { \"activations\": { \"scheme\": \"symmetric\" } } }", false);
+    cr_assert_neq(t.npu, UINT32_MAX, "log:\n%s", t.log);
+    sy_device_desc d;
+    cr_assert_eq(sy_runtime_query_device(t.rt, t.npu, &d), SY_OK);
+    cr_assert(strstr(d.topology, "W8A8 per-row symmetric dynamic") != NULL, "%s", d.topology);
+    nt_close(&t);
 }
 
 Test(npusim_config, a_missing_file_named_by_the_environment_fails_init)
