@@ -46,11 +46,14 @@ summarize() {
     awk '
         / decode, 1 token after / { step = "decode@" $6; sub(":", "", step) }
         / prefill, [0-9]+ tokens/ { step = "prefill" $3 }
-        /per node \|error\|: median/ { med = $5; sub("%,", "", med) }
+        /per node \|error\|: median/ {
+            med = $5; sub("%,", "", med)
+            ins = $0; sub(/.*alone\); median /, "", ins); sub(/%.*/, "", ins)
+        }
         /step: predicted/ {
             l = $0; sub(/.*as one launch \(/, "", l); sub(/%.*/, "", l)
             n = $0; sub(/.*node by node \(/, "", n); sub(/%.*/, "", n)
-            print step, med, l, n
+            print step, med, l, n, ins
         }'
 }
 for ((r = 1; r <= rounds; r++)); do
@@ -71,8 +74,8 @@ load=$(cut -d' ' -f1 /proc/loadavg)
 echo
 echo "$(basename "$model"), $rounds round(s)${quick:+, quick}${prio:+, SCHED_RR}; load average now $load on $(nproc) CPUs"
 echo "held-out shapes: decode after $held_past tokens, prefill of $held_tokens (the tune ran neither)"
-printf '| device | step | per-node median |error| | step vs one launch | step vs nodes alone |\n'
-printf '| --- | --- | ---: | ---: | ---: |\n'
+printf '| device | step | per-node median |error| (vs node alone) | (vs its share of the step) | step vs one launch | step vs nodes alone |\n'
+printf '| --- | --- | ---: | ---: | ---: | ---: |\n'
 awk '
     function median(list,   n, a, i, j, t) {
         n = split(list, a, " ")
@@ -86,12 +89,14 @@ awk '
         med[key] = med[key] " " $3
         launch[key] = launch[key] " " absv($4)
         nodes[key] = nodes[key] " " absv($5)
+        share[key] = share[key] " " $6
     }
     END {
         for (i = 1; i <= n; i++) {
             split(order[i], k, SUBSEP)
-            printf "| %s | %s | %.1f%% | %.1f%% | %.1f%% |\n", k[1], k[2], median(med[order[i]]),
-                   median(launch[order[i]]), median(nodes[order[i]])
+            printf "| %s | %s | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n", k[1], k[2],
+                   median(med[order[i]]), median(share[order[i]]), median(launch[order[i]]),
+                   median(nodes[order[i]])
         }
     }' "$out/rows.txt"
 echo "(step errors are medians of |error| over the rounds)"

@@ -158,6 +158,10 @@ typedef struct tune_step_report {
      * percentile, and the sum of |predicted - measured| over the sum of
      * measured (time-weighted). */
     double node_median, node_p90, node_weighted;
+    /* The median against each node alone times step_factor (launch_s /
+     * nodes_s within [TUNE_MIN_FACTOR, TUNE_MAX_FACTOR], else 1): its share
+     * of the step as one launch, what tune's points stand for. */
+    double node_median_in_step, step_factor;
     double predicted_s; /* sum of the nodes' predictions */
     double launch_s;    /* the step measured as one launch (what a session runs) */
     double nodes_s;     /* sum of the nodes measured one launch each */
