@@ -126,6 +126,11 @@ struct tune_opts {
 sy_status tune_device(sy_runtime *rt, uint32_t dev, sy_model *m, const tune_opts *o,
                       tune_samples *out, uint32_t *out_skipped);
 
+/* Passes a short step may get (tune_time_sequence), and the seconds its
+ * passes (nodes alone and the step as one launch) may take together. */
+#define TUNE_MAX_REPS 45u
+#define TUNE_SEQUENCE_S 0.5
+
 /* Timed repetitions per measurement: 5 with --quick, else 9. */
 static inline uint32_t tune_reps(const tune_opts *o)
 {
@@ -139,7 +144,8 @@ static inline uint32_t tune_reps(const tune_opts *o)
 uint32_t tune_model_steps(const tune_opts *o, uint32_t out_steps[][2], uint32_t max);
 
 /* Times every node of |g| (bound in |b|) one launch at a time, in graph
- * order, over |reps| passes after a warm one; out_s[i] is node i's
+ * order, over |reps| passes after a warm one (multiples of |reps| up to
+ * TUNE_MAX_REPS when they fit in TUNE_SEQUENCE_S); out_s[i] is node i's
  * sy__timing_estimate() (0 for views).  With |out_step_s| (may be NULL)
  * the whole step is also timed as one launch after every pass, and
  * *out_step_s is its estimate.  |out_s| has sy_graph_node_count(g)

@@ -191,34 +191,44 @@ sy_status tune_time_sequence(sy_bench *b, sy_graph *g, uint32_t reps, double *ou
     uint32_t nn = sy_graph_node_count(g);
     if (reps == 0)
         reps = 1;
-    double *t = calloc((size_t)nn * reps + 1u, sizeof *t);
-    double *col = calloc(reps + 1u, sizeof *col), *step = calloc(reps + 1u, sizeof *step);
-    sy_status st = t && col && step ? SY_OK : SY_E_NO_MEMORY;
-    double s;
+    double s, pass_s = 0;
+    sy_status st = SY_OK;
     /* Warm-up: the whole step once (first-use work such as kernel builds
      * and page faults), then one pass node by node. */
-    if (st == SY_OK && out_step_s)
+    if (out_step_s)
         st = sy_bench_run(b, 0, nn, &s);
     for (uint32_t i = 0; i < nn && st == SY_OK; i++)
-        if (!sy_op_is_view(sy_graph_node(g, i)->op))
+        if (!sy_op_is_view(sy_graph_node(g, i)->op)) {
             st = sy_bench_run(b, i, 1, &s);
-    /* |reps| passes through the whole graph, one node per launch, so every
+            pass_s += s;
+        }
+    /* Short steps (decode) get more passes, up to about half a second: their
+     * nodes take a microsecond or less, where a repetition's noise is a
+     * large part of the figure. */
+    uint32_t n_reps = reps;
+    while (n_reps + reps <= TUNE_MAX_REPS && (n_reps + reps) * pass_s * 2 < TUNE_SEQUENCE_S)
+        n_reps += reps;
+    double *t = calloc((size_t)nn * n_reps + 1u, sizeof *t);
+    double *col = calloc(n_reps + 1u, sizeof *col), *step = calloc(n_reps + 1u, sizeof *step);
+    if (st == SY_OK && (!t || !col || !step))
+        st = SY_E_NO_MEMORY;
+    /* |n_reps| passes through the whole graph, one node per launch, so every
      * node sees the caches as the step leaves them rather than as its own
      * previous repetition did; the whole step as one launch after each
      * pass, so both figures come from the same minutes of machine load. */
-    for (uint32_t r = 0; r < reps && st == SY_OK; r++) {
+    for (uint32_t r = 0; r < n_reps && st == SY_OK; r++) {
         for (uint32_t i = 0; i < nn && st == SY_OK; i++)
             if (!sy_op_is_view(sy_graph_node(g, i)->op))
-                st = sy_bench_run(b, i, 1, &t[(size_t)i * reps + r]);
+                st = sy_bench_run(b, i, 1, &t[(size_t)i * n_reps + r]);
         if (st == SY_OK && out_step_s)
             st = sy_bench_run(b, 0, nn, &step[r]);
     }
     for (uint32_t i = 0; i < nn && st == SY_OK; i++) {
-        memcpy(col, &t[(size_t)i * reps], reps * sizeof *col);
-        out_s[i] = sy_op_is_view(sy_graph_node(g, i)->op) ? 0 : sy__timing_estimate(col, reps);
+        memcpy(col, &t[(size_t)i * n_reps], n_reps * sizeof *col);
+        out_s[i] = sy_op_is_view(sy_graph_node(g, i)->op) ? 0 : sy__timing_estimate(col, n_reps);
     }
     if (st == SY_OK && out_step_s)
-        *out_step_s = sy__timing_estimate(step, reps);
+        *out_step_s = sy__timing_estimate(step, n_reps);
     free(step);
     free(col);
     free(t);
