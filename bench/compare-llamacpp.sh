@@ -1,21 +1,25 @@
 #!/bin/bash
 # Side-by-side prompt-processing and decode speed of switchyard and
 # llama.cpp on the same GGUF files and thread counts, measured in the same
-# run: every round runs llama-bench and `switchyard bench` once per model
-# and thread count, alternating which goes first, and the table gives the
-# median over rounds of each tool's mean tokens/s and the ratio.
+# run, printed as one table with the ratios.
 #
-# usage: bench/compare_llamacpp.sh [-m MODEL]... [-t "1 2"] [-p 512] [-n 128]
-#                                  [-r REPS] [--rounds N] [-B BUILD_DIR] [-d DEVICES]
+# usage: bench/compare-llamacpp.sh MODEL [MODEL...] [-t "1 2"] [-p 512] [-n 128]
+#            [-r REPS] [--rounds N] [-B BUILD_DIR] [-d DEVICES] [--venv DIR]
 #
-# switchyard runs on --devices cpu (-d changes it) so that both tools use
-# the same CPU cores and nothing else.
+# llama.cpp is llama-cpp-python from PyPI, built from its source
+# distribution for this CPU (GGML_NATIVE) into a throwaway virtualenv that
+# is removed at exit; --venv DIR (or $LLAMACPP_VENV) keeps it there and
+# reuses it next time (the build takes minutes).  bench/llamacpp_bench.py
+# runs llama-bench's measurement through its C bindings: ppN decodes N
+# random tokens as one batch, tgN decodes N single tokens, after one
+# warm-up, REPS times from an empty KV cache.  switchyard runs
+# `switchyard bench` with the same N, REPS and thread count, on
+# --devices cpu (-d changes it) so both use the same cores and nothing else.
 #
-# llama-bench comes from $LLAMA_BENCH, else from a previous build under
-# ${LLAMACPP_DIR:-/tmp/switchyard-llamacpp}, else it is built there from
-# the PyPI source distribution of llama-cpp-python (its vendored llama.cpp,
-# native CPU flags), which needs pip, cmake and a C++ compiler once.  The
-# machine may be shared: trust the medians and the ratios, not one run.
+# Every round runs both tools once per model and thread count, alternating
+# which goes first; the table gives the median over rounds of each tool's
+# mean tokens/s and their ratio.  The machine may be shared: trust the
+# medians and the ratios of one run, not absolute numbers across runs.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,53 +31,54 @@ n_gen=128
 reps=3
 rounds=3
 devices=cpu
+venv=${LLAMACPP_VENV:-}
 while [ $# -gt 0 ]; do
     case $1 in
     -m) models+=("$2"); shift 2 ;;
-    -t) threads=$2; shift 2 ;;
+    -t) threads=${2//,/ }; shift 2 ;;
     -p) n_prompt=$2; shift 2 ;;
     -n) n_gen=$2; shift 2 ;;
     -r) reps=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     -B) build=$2; shift 2 ;;
     -d) devices=$2; shift 2 ;;
-    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
-    *) echo "compare_llamacpp.sh: unknown option '$1'" >&2; exit 2 ;;
+    --venv) venv=$2; shift 2 ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -*) echo "compare-llamacpp.sh: unknown option '$1'" >&2; exit 2 ;;
+    *) models+=("$1"); shift ;;
     esac
 done
 [ ${#models[@]} -gt 0 ] || models=("$root/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+for m in "${models[@]}"; do
+    [ -f "$m" ] || { echo "compare-llamacpp.sh: no model file '$m'" >&2; exit 2; }
+done
 sy=$build/tools/switchyard
-[ -x "$sy" ] || { echo "compare_llamacpp.sh: no $sy (build first, or pass -B)" >&2; exit 2; }
+[ -x "$sy" ] || { echo "compare-llamacpp.sh: no $sy (build first, or pass -B)" >&2; exit 2; }
 
-# ------------------------------------------------------------ llama-bench
-llama_dir=${LLAMACPP_DIR:-/tmp/switchyard-llamacpp}
-find_llama_bench() {
-    if [ -n "${LLAMA_BENCH:-}" ]; then echo "$LLAMA_BENCH"; return; fi
-    local b
-    for b in "$llama_dir"/build/bin/llama-bench; do
-        [ -x "$b" ] && { echo "$b"; return; }
-    done
-}
-lb=$(find_llama_bench)
-if [ -z "$lb" ]; then
-    echo "building llama-bench from the llama-cpp-python sdist in $llama_dir (once)..." >&2
-    mkdir -p "$llama_dir"
-    (cd "$llama_dir" &&
-        pip download --quiet --no-deps --no-binary :all: llama-cpp-python -d sdist &&
-        tar -xzf sdist/llama_cpp_python-*.tar.gz &&
-        src=$(ls -d llama_cpp_python-*/vendor/llama.cpp | head -1) &&
-        cmake -S "$src" -B build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
-            -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >cmake.log &&
-        cmake --build build --target llama-bench -j "$(nproc)" >build.log) ||
-        { echo "compare_llamacpp.sh: building llama-bench failed (see $llama_dir)" >&2; exit 1; }
-    lb=$llama_dir/build/bin/llama-bench
+out=$(mktemp -d)
+cleanup() { rm -rf "$out"; }
+trap cleanup EXIT
+
+# ------------------------------------------------------ llama-cpp-python
+if [ -z "$venv" ]; then
+    venv=$out/venv
 fi
+py=$venv/bin/python
+if ! [ -x "$py" ] || ! "$py" -c 'import llama_cpp' 2>/dev/null; then
+    echo "building llama-cpp-python from PyPI for this CPU into $venv (minutes)..." >&2
+    python3 -m venv "$venv"
+    CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF" \
+        CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+        "$venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir \
+        --no-binary llama-cpp-python llama-cpp-python >"$out/pip.log" 2>&1 ||
+        { tail -30 "$out/pip.log" >&2; echo "compare-llamacpp.sh: installing llama-cpp-python failed" >&2; exit 1; }
+fi
+lb() { "$py" "$root/bench/llamacpp_bench.py" "$@"; }
+lb --system-info -m x -t 1 >&2
 
 # ---------------------------------------------------------------- rounds
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
 run_llama() { # model threads file
-    "$lb" -m "$1" -t "$2" -p "$n_prompt" -n "$n_gen" -r "$reps" -o json >"$3" 2>/dev/null
+    lb -m "$1" -t "$2" -p "$n_prompt" -n "$n_gen" -r "$reps" >"$3"
 }
 run_sy() {
     "$sy" bench -m "$1" -t "$2" -p "$n_prompt" -n "$n_gen" -r "$reps" --devices "$devices" -o json >"$3"
@@ -95,7 +100,7 @@ for ((round = 0; round < rounds; round++)); do
 done
 
 # ----------------------------------------------------------------- table
-python3 - "$out" "$rounds" "$threads" "${models[@]}" <<'EOF'
+python3 - "$out" "$rounds" "$threads" "${models[@]}" <<'PY'
 import json, os, statistics, sys
 out, rounds, threads, models = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4:]
 def test_name(n_prompt, n_gen):
@@ -117,4 +122,4 @@ for mi, m in enumerate(models):
             print("| %s | %s | %s | %.2f | %.2f | %.2fx |" % (os.path.basename(m), t, test, a, b, b / a))
 print("\nmedians over %d rounds, each the mean of the tool's repetitions; "
       "ratio = switchyard / llama.cpp" % rounds)
-EOF
+PY
