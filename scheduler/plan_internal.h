@@ -216,6 +216,9 @@ double sy__now(void);
 /* Loads the profile at |path| as sy_planner_load_profile() does, but only
  * when it describes |device| (NULL: any); SY_E_NOT_FOUND otherwise. */
 sy_status sy__planner_load_profile_for(sy_planner *pl, const char *path, const char *device);
+/* Applies |p| (owned from now on, also on failure) to its device,
+ * replacing an earlier profile for it; empties the plan cache. */
+sy_status sy__planner_install_profile(sy_planner *pl, sy__profile *p);
 
 /* planner_options.c: checks |o| against the runtime's devices into |req|.
  * Ownership: free req->pins. */

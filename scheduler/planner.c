@@ -147,6 +147,11 @@ sy_status sy__planner_load_profile_for(sy_planner *pl, const char *path, const c
         sy__profile_destroy(p);
         return st;
     }
+    return sy__planner_install_profile(pl, p);
+}
+
+sy_status sy__planner_install_profile(sy_planner *pl, sy__profile *p)
+{
     uint32_t at = 0;
     while (at < pl->n_profiles && strcmp(pl->profiles[at]->device, p->device) != 0)
         at++;
@@ -154,8 +159,10 @@ sy_status sy__planner_load_profile_for(sy_planner *pl, const char *path, const c
         uint32_t cap = pl->cap_profiles ? pl->cap_profiles * 2 : 4;
         sy__profile **grown = realloc(pl->profiles, cap * sizeof *grown);
         if (!grown) {
+            sy_status st = sy__planner_fail(pl, SY_E_NO_MEMORY, "out of memory keeping profile '%s'",
+                                            p->origin);
             sy__profile_destroy(p);
-            return sy__planner_fail(pl, SY_E_NO_MEMORY, "out of memory keeping profile '%s'", path);
+            return st;
         }
         pl->profiles = grown;
         pl->cap_profiles = cap;

@@ -35,6 +35,7 @@ typedef struct bench_opts {
     bool warmup;
     bool json;
     const char *device;
+    const char *policy; /* scheduler policy ("latency", "energy", "prefer:DEV", ...) */
     sy_dtype kv_type;
     bool kv_set; /* --kv-type given; else auto-configured (docs/probe.md) */
     uint64_t seed;
@@ -58,15 +59,17 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: switchyard bench [-m MODEL[,MODEL...]] [-p N[,N...]] [-n N[,N...]] [-r REPS]\n"
             "                        [-t THREADS[,THREADS...]] [-b BATCH] [-o md|json]\n"
-            "                        [--devices NAME] [--kv-type " SY_CLI_KV_TYPES "] [--no-warmup]\n"
-            "                        [--seed S]\n"
+            "                        [--devices LIST] [--policy P] [--kv-type " SY_CLI_KV_TYPES "]\n"
+            "                        [--no-warmup] [--seed S]\n"
             "Measures prompt processing (ppN: N random tokens evaluated as one batch) and\n"
             "decode (tgN: N single-token steps) in tokens/s, mean +- standard deviation over\n"
             "REPS repetitions (default 5) after one warm-up run, with the KV cache cleared\n"
             "between repetitions, as llama-bench does.  Defaults: -p 512 -n 128, the default\n"
             "model %s and the CPU plugin's default thread count.  Comma lists sweep every\n"
             "combination; -p 0 or -n 0 skips that test.  Also reported: model load time,\n"
-            "time to first token (the prompt's evaluation), KV cache size and peak RSS.\n",
+            "time to first token (the prompt's evaluation), KV cache size and peak RSS.\n"
+            "--devices: comma list the scheduler may use (default: cpu); --policy: latency\n"
+            "(default), energy, cpu-only or prefer:DEVICE.\n",
             SY_CLI_DEFAULT_MODEL);
 }
 
@@ -206,12 +209,15 @@ static void print_md_row(const bench_result *r)
 static void print_json_row(const bench_result *r, bool first)
 {
     printf("%s  {\"model\": \"%s\", \"arch\": \"%s\", \"weight_bytes\": %llu, \"n_params\": %llu, "
-           "\"threads\": %s, \"test\": \"%s\", \"n_prompt\": %u, \"n_gen\": %u, "
+           "\"threads\": %s%s%s, \"test\": \"%s\", \"n_prompt\": %u, \"n_gen\": %u, "
            "\"avg_ts\": %.4f, \"stddev_ts\": %.4f, \"avg_ms\": %.4f, \"load_ms\": %.3f, "
            "\"kv_bytes\": %llu, \"peak_rss_bytes\": %llu, \"samples_ts\": [",
            first ? "" : ",\n", base_name(r->model), r->info.arch ? r->info.arch : "",
            (unsigned long long)r->info.weight_bytes, (unsigned long long)r->info.n_params,
-           r->threads, r->test, r->n_prompt, r->n_gen, r->mean_ts, r->sd_ts, r->mean_ms,
+           /* a count as a number, "default" as a string: valid JSON either way */
+           r->threads[strspn(r->threads, "0123456789")] ? "\"" : "", r->threads,
+           r->threads[strspn(r->threads, "0123456789")] ? "\"" : "", r->test, r->n_prompt,
+           r->n_gen, r->mean_ts, r->sd_ts, r->mean_ms,
            r->load_ms, (unsigned long long)r->kv_bytes, (unsigned long long)r->peak_rss);
     for (uint32_t i = 0; i < r->reps; i++)
         printf("%s%.4f", i ? ", " : "", r->ts[i]);
@@ -229,6 +235,7 @@ static int run_test(const bench_opts *o, sy_model *m, bench_result *r, uint32_t 
     so.n_batch = n_prompt ? (n_prompt < o->batch ? n_prompt : o->batch) : 1;
     so.kv_type = o->kv_type;
     so.devices = o->device;
+    so.policy = o->policy;
     sy_session *s = NULL;
     sy_status st = sy_session_create(m, &so, &s);
     if (st != SY_OK) {
@@ -368,6 +375,8 @@ int sy_cli_bench(int argc, char **argv)
                 ok = false, fprintf(stderr, "switchyard bench: -o takes md or json\n");
         } else if (strcmp(a, "--devices") == 0 || strcmp(a, "--device") == 0) {
             o.device = v;
+        } else if (strcmp(a, "--policy") == 0) {
+            o.policy = v;
         } else if (strcmp(a, "--kv-type") == 0) {
             o.kv_set = true;
             if (!sy_cli_parse_kv_type(v, &o.kv_type))

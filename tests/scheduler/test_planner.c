@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "plan_internal.h"
+#include "probe.h"
 #include "sched_test_util.h"
 
 static sy_planner *planner_with_profiles(sy_runtime *rt)
@@ -842,6 +843,68 @@ Test(planner, default_profiles_come_from_the_env_dir_then_the_tune_dir_then_the_
     rmdir(xdg_dir);
     snprintf(xdg_dir, sizeof xdg_dir, "%s/switchyard", xdg);
     rmdir(xdg_dir);
+    rmdir(xdg);
+    st_check_leaks();
+}
+
+/* A device no profile file describes is costed from what the probe
+ * measured of it (peaks, launch, links), not from its own claims. */
+Test(planner, a_device_without_a_profile_file_gets_the_probes_measured_roofline)
+{
+    char xdg[] = "/tmp/sy-prof-xdg-XXXXXX", cache[] = "/tmp/sy-prof-cache-XXXXXX";
+    cr_assert_not_null(mkdtemp(xdg));
+    cr_assert_not_null(mkdtemp(cache));
+    setenv("XDG_DATA_HOME", xdg, 1);
+    setenv("XDG_CACHE_HOME", cache, 1);
+    unsetenv("SWITCHYARD_PROFILE_DIR");
+    log_capture cap = {""};
+    sy_runtime_options o;
+    sy_runtime_options_init(&o);
+    o.plugin_path = PLUGIN("testdev.so");
+    o.plugins = "testdev";
+    o.log_fn = capture_log;
+    o.log_user = &cap;
+    sy_runtime *rt = NULL;
+    cr_assert_eq(sy_runtime_create(&o, &rt), SY_OK);
+    cr_assert_eq(sy_runtime_device_count(rt), 1u);
+    sy_planner *pl;
+    cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
+    uint32_t loaded = 9;
+    /* Nothing cached yet: nothing to go on but the claims. */
+    cr_assert_eq(sy_planner_load_default_profiles(pl, &loaded), SY_OK);
+    cr_assert_eq(loaded, 0u);
+    sy_probe_options po;
+    sy_probe_options_init(&po);
+    po.quick = true;
+    sy_probe *pr = calloc(1, sizeof *pr);
+    cr_assert_eq(sy_runtime_probe(rt, &po, pr), SY_OK, "%s", sy_runtime_last_error(rt));
+    cr_assert_gt(pr->devices[0].bandwidth_bps, 0.0);
+    cr_assert_eq(sy_planner_load_default_profiles(pl, &loaded), SY_OK);
+    cr_assert_eq(loaded, 1u);
+    st_graph sg;
+    st_decoder_graph(&sg, &small_decoder, 14);
+    sy_plan_options opt;
+    sy_plan_options_init(&opt);
+    sy_plan *plan = st_plan(pl, sg.g, &opt);
+    char text[1 << 16];
+    size_t len;
+    cr_assert_eq(sy_plan_explain_to_buffer(plan, SY_PLAN_FORMAT_TABLE, text, sizeof text, &len),
+                 SY_OK);
+    char want[128];
+    snprintf(want, sizeof want, "the probe cache (no profile file) (probe %s)",
+             pr->devices[0].fingerprint);
+    cr_assert(strstr(text, want), "%s", text);
+    sy_plan_release(plan);
+    st_graph_free(&sg);
+    free(pr);
+    sy_planner_destroy(pl);
+    sy_runtime_destroy(rt);
+    char path[512];
+    snprintf(path, sizeof path, "%s/switchyard/probe.json", cache);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/switchyard", cache);
+    rmdir(path);
+    rmdir(cache);
     rmdir(xdg);
     st_check_leaks();
 }
