@@ -7,6 +7,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
 
 void cpu_isa_detect(cpu_isa_features *out)
 {
@@ -34,6 +37,13 @@ void cpu_isa_detect(cpu_isa_features *out)
     out->f16c = __builtin_cpu_supports("f16c");
 #endif
 #endif
+#if defined(__aarch64__)
+    out->neon = true;
+#if defined(__linux__)
+    /* HWCAP_ASIMDDP: bit 20 of AT_HWCAP. */
+    out->dotprod = (getauxval(AT_HWCAP) & (1ul << 20)) != 0;
+#endif
+#endif
 }
 
 void cpu_isa_format(const cpu_isa_features *f, char *out_text, size_t size)
@@ -52,6 +62,8 @@ void cpu_isa_format(const cpu_isa_features *f, char *out_text, size_t size)
         {offsetof(cpu_isa_features, avx512vl), "avx512vl"},
         {offsetof(cpu_isa_features, avx512vnni), "avx512vnni"},
         {offsetof(cpu_isa_features, avxvnni), "avxvnni"},
+        {offsetof(cpu_isa_features, neon), "neon"},
+        {offsetof(cpu_isa_features, dotprod), "dotprod"},
     };
     if (size == 0)
         return;
@@ -86,6 +98,16 @@ static bool cpu_isa_can_run_avx512(const cpu_isa_features *f)
            f->avx512vnni && cpu_isa_avx512_table() != NULL;
 }
 
+static bool cpu_isa_can_run_neon(const cpu_isa_features *f)
+{
+    return f->neon && cpu_isa_neon_table() != NULL;
+}
+
+static bool cpu_isa_can_run_dotprod(const cpu_isa_features *f)
+{
+    return cpu_isa_can_run_neon(f) && f->dotprod && cpu_isa_dotprod_table() != NULL;
+}
+
 sy_status cpu_isa_select(const cpu_isa_features *f, const char *request,
                          const cpu_isa_table **out_table)
 {
@@ -98,6 +120,8 @@ sy_status cpu_isa_select(const cpu_isa_features *f, const char *request,
         {"avx512", cpu_isa_can_run_avx512, cpu_isa_avx512_table},
         {"avxvnni", cpu_isa_can_run_avxvnni, cpu_isa_avxvnni_table},
         {"avx2", cpu_isa_can_run_avx2, cpu_isa_avx2_table},
+        {"dotprod", cpu_isa_can_run_dotprod, cpu_isa_dotprod_table},
+        {"neon", cpu_isa_can_run_neon, cpu_isa_neon_table},
     };
     const size_t n_levels = sizeof levels / sizeof levels[0];
     *out_table = cpu_isa_scalar_table();

@@ -8,7 +8,11 @@
  *   avx2     AVX2 + FMA + F16C (cpu_kernels_avx2.c, cpu_kernels_qdot_avx2.c)
  *   avxvnni  avx2 with the VEX vpdpbusd in the quantized dot products
  *   avx512   avx2 with AVX-512 F/BW/VL/VNNI in the quantized dot products
- * $SWITCHYARD_CPU_ISA names a table (scalar, avx2, avxvnni, avx512) to
+ * On AArch64 (cpu_kernels_neon.c):
+ *   neon     Advanced SIMD float kernels and Q8_0/Q4_0/Q4_1 dot products
+ *   dotprod  neon with SDOT in those dot products (Armv8.2 dotprod)
+ * $SWITCHYARD_CPU_ISA names a table (scalar, avx2, avxvnni, avx512, neon,
+ * dotprod) to
  * force a lower level for testing; auto (the default) takes the best. */
 #ifndef SY_CPU_ISA_H
 #define SY_CPU_ISA_H
@@ -154,6 +158,8 @@ typedef struct cpu_isa_features {
     bool avx512vl;
     bool avx512vnni;
     bool avxvnni;
+    bool neon;    /* AArch64 Advanced SIMD */
+    bool dotprod; /* Armv8.2 SDOT/UDOT */
 } cpu_isa_features;
 
 /* Fills |out| with the features of the CPU running the caller. */
@@ -163,7 +169,8 @@ void cpu_isa_detect(cpu_isa_features *out);
 void cpu_isa_format(const cpu_isa_features *f, char *out_text, size_t size);
 
 /* Picks the inner-kernel table for |request| (NULL, "" or "auto": the best
- * table |f| allows; "scalar", "avx2", "avxvnni", "avx512").  A table the CPU cannot run or an
+ * table |f| allows; "scalar", "avx2", "avxvnni", "avx512", "neon",
+ * "dotprod").  A table the CPU cannot run or an
  * unknown name gives SY_E_UNSUPPORTED / SY_E_INVALID_ARG and the scalar
  * table in *out_table, so the caller can warn and go on. */
 sy_status cpu_isa_select(const cpu_isa_features *f, const char *request,
@@ -175,5 +182,8 @@ const cpu_isa_table *cpu_isa_scalar_table(void);
 const cpu_isa_table *cpu_isa_avx2_table(void);
 const cpu_isa_table *cpu_isa_avxvnni_table(void);
 const cpu_isa_table *cpu_isa_avx512_table(void);
+/* NULL unless the plugin was built for AArch64. */
+const cpu_isa_table *cpu_isa_neon_table(void);
+const cpu_isa_table *cpu_isa_dotprod_table(void);
 
 #endif

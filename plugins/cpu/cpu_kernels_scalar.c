@@ -347,3 +347,80 @@ const cpu_isa_table *cpu_isa_scalar_table(void)
 {
     return &cpu_scalar_table;
 }
+
+#if defined(__aarch64__)
+/* The ARM tables: the scalar table with the slots cpu_kernels_neon.c
+ * vectorizes replaced (defined here, where the scalar kernels are in
+ * scope). */
+#define CPU_NEON_TABLE(tname, prefix)                                          \
+    {                                                                          \
+        .name = tname, .dot_f32 = cpu_neon_dot_f32, .dot_f16 = cpu_scalar_dot_f16, \
+        .axpy_f32 = cpu_neon_axpy_f32, .axpy_f16 = cpu_scalar_axpy_f16,        \
+        .add_f32 = cpu_neon_add_f32, .mul_f32 = cpu_neon_mul_f32,              \
+        .scale_f32 = cpu_neon_scale_f32, .f32_to_f16 = cpu_scalar_f32_to_f16,  \
+        .silu_f32 = cpu_scalar_silu_f32, .gelu_f32 = cpu_scalar_gelu_f32,      \
+        .exp_sum_f32 = cpu_scalar_exp_sum_f32, .dot_rows = cpu_scalar_dot_rows, \
+        .mix_rows = cpu_scalar_mix_rows,                                       \
+        .dequant =                                                             \
+            {                                                                  \
+                [SY_DTYPE_F32] = cpu_scalar_dequant_f32,                       \
+                [SY_DTYPE_F16] = cpu_scalar_dequant_f16,                       \
+                [SY_DTYPE_BF16] = cpu_scalar_dequant_bf16,                     \
+                [SY_DTYPE_I32] = cpu_scalar_dequant_i32,                       \
+                [SY_DTYPE_Q8_0] = cpu_scalar_dequant_q8_0,                     \
+                [SY_DTYPE_Q4_0] = cpu_scalar_dequant_q4_0,                     \
+                [SY_DTYPE_Q4_1] = cpu_scalar_dequant_q4_1,                     \
+                [SY_DTYPE_Q5_0] = cpu_scalar_dequant_q5_0,                     \
+                [SY_DTYPE_Q5_1] = cpu_scalar_dequant_q5_1,                     \
+                [SY_DTYPE_Q4_K] = cpu_scalar_dequant_q4_k,                     \
+                [SY_DTYPE_Q5_K] = cpu_scalar_dequant_q5_k,                     \
+                [SY_DTYPE_Q6_K] = cpu_scalar_dequant_q6_k,                     \
+            },                                                                 \
+        .fdot =                                                                \
+            {                                                                  \
+                [SY_DTYPE_F32] = cpu_neon_fdot_f32,                            \
+                [SY_DTYPE_F16] = cpu_scalar_fdot_f16,                          \
+                [SY_DTYPE_BF16] = cpu_scalar_fdot_bf16,                        \
+                [SY_DTYPE_I32] = cpu_scalar_fdot_i32,                          \
+            },                                                                 \
+        .quantize_q8 = cpu_scalar_quantize_q8,                                 \
+        .qdot = {                                                              \
+            [SY_DTYPE_Q8_0] = prefix##_qdot_q8_0,                              \
+            [SY_DTYPE_Q4_0] = prefix##_qdot_q4_0,                              \
+            [SY_DTYPE_Q4_1] = prefix##_qdot_q4_1,                              \
+            [SY_DTYPE_Q5_0] = cpu_scalar_qdot_q5_0,                            \
+            [SY_DTYPE_Q5_1] = cpu_scalar_qdot_q5_1,                            \
+            [SY_DTYPE_Q4_K] = cpu_scalar_qdot_q4_k,                            \
+            [SY_DTYPE_Q5_K] = cpu_scalar_qdot_q5_k,                            \
+            [SY_DTYPE_Q6_K] = cpu_scalar_qdot_q6_k,                            \
+        },                                                                     \
+    }
+
+static float cpu_neon_fdot_f32(const void *w, const float *x, int64_t n)
+{
+    return cpu_neon_dot_f32(w, x, n);
+}
+
+static const cpu_isa_table cpu_neon_table = CPU_NEON_TABLE("neon", cpu_neon);
+static const cpu_isa_table cpu_dotprod_table = CPU_NEON_TABLE("dotprod", cpu_dotprod);
+
+const cpu_isa_table *cpu_isa_neon_table(void)
+{
+    return &cpu_neon_table;
+}
+
+const cpu_isa_table *cpu_isa_dotprod_table(void)
+{
+    return &cpu_dotprod_table;
+}
+#else
+const cpu_isa_table *cpu_isa_neon_table(void)
+{
+    return NULL;
+}
+
+const cpu_isa_table *cpu_isa_dotprod_table(void)
+{
+    return NULL;
+}
+#endif

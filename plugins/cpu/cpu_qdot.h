@@ -72,6 +72,20 @@ void cpu_avx512_qgemm16_q4_k(CPU_QGEMM_ARGS);
 void cpu_avx512_qgemm16_q5_k(CPU_QGEMM_ARGS);
 void cpu_avx512_qgemm16_q6_k(CPU_QGEMM_ARGS);
 #endif
+#if defined(__aarch64__)
+/* cpu_kernels_neon.c: NEON and dot-product kernels of the ARM tables. */
+float cpu_neon_dot_f32(const float *a, const float *b, int64_t n);
+void cpu_neon_axpy_f32(float *y, float a, const float *x, int64_t n);
+void cpu_neon_add_f32(float *y, const float *a, const float *b, int64_t n);
+void cpu_neon_mul_f32(float *y, const float *a, const float *b, int64_t n);
+void cpu_neon_scale_f32(float *y, const float *a, float s, float bias, int64_t n);
+void cpu_neon_qdot_q8_0(CPU_QDOT_ARGS);
+void cpu_neon_qdot_q4_0(CPU_QDOT_ARGS);
+void cpu_neon_qdot_q4_1(CPU_QDOT_ARGS);
+void cpu_dotprod_qdot_q8_0(CPU_QDOT_ARGS);
+void cpu_dotprod_qdot_q4_0(CPU_QDOT_ARGS);
+void cpu_dotprod_qdot_q4_1(CPU_QDOT_ARGS);
+#endif
 
 /* Fills the qdot slots of a table initializer with the set |prefix|. */
 #define CPU_QDOT_TABLE_ENTRIES(prefix)                \

@@ -128,7 +128,8 @@ const tol TOL_EXACT = {0.0, 0.0};
 const run_cfg run_cfgs[N_RUN_CFGS] = {
     {"scalar", "1"}, {"scalar", "2"},  {"scalar", "3"}, {"avx2", "1"},
     {"avx2", "2"},   {"avx2", "3"},    {"avxvnni", "2"}, {"avx512", "2"},
-    {"auto", "1"},   {"auto", "2"},    {"auto", "3"},
+    {"neon", "2"},   {"dotprod", "2"}, {"auto", "1"},   {"auto", "2"},
+    {"auto", "3"},
 };
 
 void tc_begin(tcase *tc, const char *fmt, ...)

@@ -31,7 +31,7 @@ typedef struct run_cfg {
     const char *threads;
 } run_cfg;
 
-#define N_RUN_CFGS 11
+#define N_RUN_CFGS 13
 extern const run_cfg run_cfgs[N_RUN_CFGS];
 
 #define N_ALL_DTYPES 10

@@ -19,7 +19,7 @@ static const sy_dtype qtypes[] = {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, S
                                   SY_DTYPE_Q5_1, SY_DTYPE_Q4_K, SY_DTYPE_Q5_K, SY_DTYPE_Q6_K};
 #define N_QTYPES (sizeof qtypes / sizeof qtypes[0])
 
-static const char *const table_names[] = {"avx2", "avxvnni", "avx512"};
+static const char *const table_names[] = {"avx2", "avxvnni", "avx512", "neon", "dotprod"};
 #define N_TABLES (sizeof table_names / sizeof table_names[0])
 
 /* The tables this CPU runs besides the scalar one (NULL where it cannot). */
