@@ -344,6 +344,7 @@ int sy_cli_run(int argc, char **argv)
     st = sy_session_generate(s, ids, n, &gp, print_token, &ts);
     stream_write(ts.held, ts.n_held); /* a partial stop text at the end is text */
     printf("\n");
+    fflush(stdout); /* the text ends before an error on stderr starts */
     if (st != SY_OK) {
         fprintf(stderr, "switchyard run: %s\n", sy_session_last_error(s));
         goto out_session;

@@ -514,3 +514,38 @@ Test(session, two_sessions_on_one_model_generate_what_each_does_alone)
     free(logits);
     close_opened(&o);
 }
+
+/* ------------------------------------------------------------- the CLI */
+
+/* Runs `switchyard run ARGS` on SmolLM2 and returns its exit status with
+ * stdout and stderr in |out|. */
+static int run_cli(const char *args, char *out, size_t size)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s/SmolLM2-135M-Instruct.Q4_1.gguf' %s 2>&1",
+             SY_SWITCHYARD_BIN, models_dir(), args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    size_t n = fread(out, 1, size - 1, p);
+    out[n] = '\0';
+    return pclose(p);
+}
+
+Test(session, run_reports_a_full_context_and_shifts_past_it_when_asked)
+{
+    char out[16384];
+    int rc = run_cli("-p 'Once upon a time' -n 40 --ctx 16", out, sizeof out);
+    cr_assert_neq(rc, 0, "%s", out);
+    cr_assert(strstr(out, "context full after 13 generated tokens: the context of 16 tokens "
+                          "holds no more") != NULL, "%s", out);
+    rc = run_cli("-p 'Once upon a time' -n 40 --ctx 16 --context-policy shift --kv-type q4_0",
+                 out, sizeof out);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert(strstr(out, "decode 39 tok") != NULL, "%s", out);
+    rc = run_cli("-p 'Once upon a time' -n 40 --ctx 16 --context-policy window:8", out, sizeof out);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert(strstr(out, "decode 39 tok") != NULL, "%s", out);
+    rc = run_cli("--context-policy window:x", out, sizeof out);
+    cr_assert_neq(rc, 0);
+    cr_assert(strstr(out, "--context-policy must be error, shift or window:W") != NULL, "%s", out);
+}
