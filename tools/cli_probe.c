@@ -74,8 +74,8 @@ sy_status sy_cli_ensure_probe(sy_runtime *rt, const char *cmd, sy_probe *out_pro
     if (sy_probe_default_cache_path(path, sizeof path) != SY_OK)
         snprintf(path, sizeof path, "nowhere (no home directory)");
     fprintf(stderr,
-            "switchyard %s: measuring this machine's devices once (about %.0f s at most; cached "
-            "in %s)\n",
+            "switchyard %s: measuring this machine's devices once (about %.0f s, more where a "
+            "driver first builds its kernels; cached in %s)\n",
             cmd, SY_PROBE_DEFAULT_BUDGET_S, path);
     double t0 = sy__probe_now();
     /* In a child when it can write the cache; in this process otherwise
