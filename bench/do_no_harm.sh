@@ -58,6 +58,22 @@ for d in "${devs[@]}"; do
 done
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+# What the automatic plan is, with the profiles it finds: nodes per device.
+for phase in prefill decode; do
+    "$bin" plan -m "$model" --devices "$devices" --phase "$phase" --tokens "$n_prompt" --json \
+        2>/dev/null >"$out/plan-$phase.json" || true
+    python3 - "$out/plan-$phase.json" "$phase" <<'PY'
+import collections, json, sys
+try:
+    p = json.load(open(sys.argv[1]))
+except ValueError:
+    sys.exit(print("auto plan (%s): could not be made" % sys.argv[2]))
+c = collections.Counter(n["device"] for n in p["nodes"] if not n["view"])
+prof = ", ".join("%s: %s" % (d["name"], d["profile"] or "none") for d in p["devices"])
+print("auto plan (%s): %s; predicted %.2f ms; profiles %s" % (sys.argv[2],
+      ", ".join("%d nodes on %s" % (v, k) for k, v in c.items()), p["predicted_s"] * 1e3, prof))
+PY
+done
 n=${#configs[@]}
 for ((r = 0; r < rounds; r++)); do
     for ((k = 0; k < n; k++)); do
