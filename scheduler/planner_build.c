@@ -322,12 +322,53 @@ void sy__ctx_home_leaves(sy__plan_ctx *c)
     }
 }
 
+/* A leaf's bytes on a device, for counting each once: two leaves over the
+ * same host data (a tied embedding read as token_embd and as output) are
+ * one buffer there, as the executor keeps them. */
+typedef struct leaf_use {
+    uintptr_t key; /* host data, else the tensor */
+    uint64_t bytes;
+    uint8_t dev;
+    bool kv;
+} leaf_use;
+
+typedef struct mem_acc {
+    sy_plan_memory *mem;
+    leaf_use *leaves;
+    uint32_t n_leaves;
+} mem_acc;
+
+static int leaf_use_cmp(const void *a, const void *b)
+{
+    const leaf_use *x = a, *y = b;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    return (x->key > y->key) - (x->key < y->key);
+}
+
+static void add_leaf_use(const sy__plan_ctx *c, mem_acc *acc, uint32_t root, uint32_t dev)
+{
+    const sy_tensor *x = sy_graph_tensor(c->g, root);
+    const void *host = sy_graph_host_data(c->g, x);
+    if (acc->leaves)
+        acc->leaves[acc->n_leaves++] =
+            (leaf_use){host ? (uintptr_t)host : (uintptr_t)x, sy_tensor_nbytes(x), (uint8_t)dev,
+                       x->role == SY_ROLE_KV};
+    else if (x->role == SY_ROLE_KV)
+        acc->mem[dev].kv_bytes += sy_tensor_nbytes(x);
+    else
+        acc->mem[dev].weight_bytes += sy_tensor_nbytes(x);
+}
+
 static void add_move_memory(const sy__plan_ctx *c, uint32_t value, uint32_t src, uint32_t dst,
                             void *user)
 {
-    sy_plan_memory *mem = user;
+    mem_acc *acc = user;
     (void)src;
-    mem[dst].activation_bytes += sy__value_storage(c, value);
+    if (is_leaf_value(value))
+        add_leaf_use(c, acc, value & ~SY__LEAF_BIT, dst); /* a copy of a leaf there */
+    else
+        acc->mem[dst].activation_bytes += sy__value_storage(c, value);
 }
 
 void sy__ctx_memory(const sy__plan_ctx *c, sy_plan_memory out[SY__MAX_PLAN_DEVICES])
@@ -335,23 +376,39 @@ void sy__ctx_memory(const sy__plan_ctx *c, sy_plan_memory out[SY__MAX_PLAN_DEVIC
     memset(out, 0, SY__MAX_PLAN_DEVICES * sizeof *out);
     for (uint32_t d = 0; d < c->D; d++)
         out[d].budget_bytes = c->req->budget[d];
-    for (uint32_t t = 0; t < c->n_tensors; t++) {
-        uint8_t h = c->leaf_home[t];
-        if (h == SY__NO_DEVICE)
-            continue;
-        const sy_tensor *x = sy_graph_tensor(c->g, t);
-        if (x->role == SY_ROLE_KV)
-            out[h].kv_bytes += sy_tensor_nbytes(x);
-        else
-            out[h].weight_bytes += sy_tensor_nbytes(x);
-    }
+    /* Leaves homed or copied on each device, each buffer once (without the
+     * list, out of memory, every leaf is counted). */
+    mem_acc acc = {.mem = out, .leaves = malloc(((size_t)c->n_tensors * c->D + 1) *
+                                                 sizeof *acc.leaves)};
+    for (uint32_t t = 0; t < c->n_tensors; t++)
+        if (c->leaf_home[t] != SY__NO_DEVICE)
+            add_leaf_use(c, &acc, t, c->leaf_home[t]);
     for (uint32_t k = 0; k < c->n_dec; k++) {
         const sy_tensor *o = sy_graph_node(c->g, c->dec[k])->output;
         if (o->view_src && !sy_graph_producer(c->g, o->view_src))
             continue; /* writes into a leaf, counted with the leaf */
         out[c->assign[k]].activation_bytes += sy__value_storage(c, k);
     }
-    for_each_move(c, add_move_memory, out);
+    for_each_move(c, add_move_memory, &acc);
+    if (!acc.leaves)
+        return;
+    qsort(acc.leaves, acc.n_leaves, sizeof *acc.leaves, leaf_use_cmp);
+    for (uint32_t i = 0; i < acc.n_leaves;) {
+        uint32_t j = i + 1;
+        uint64_t bytes = acc.leaves[i].bytes;
+        while (j < acc.n_leaves && acc.leaves[j].dev == acc.leaves[i].dev &&
+               acc.leaves[j].key == acc.leaves[i].key) {
+            if (acc.leaves[j].bytes > bytes)
+                bytes = acc.leaves[j].bytes;
+            j++;
+        }
+        if (acc.leaves[i].kv)
+            out[acc.leaves[i].dev].kv_bytes += bytes;
+        else
+            out[acc.leaves[i].dev].weight_bytes += bytes;
+        i = j;
+    }
+    free(acc.leaves);
 }
 
 void sy__ctx_free(sy__plan_ctx *c)

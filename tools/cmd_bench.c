@@ -39,10 +39,14 @@ typedef struct bench_opts {
     sy_dtype kv_type;
     bool kv_set; /* --kv-type given; else auto-configured (docs/probe.md) */
     uint64_t seed;
+    const char *mem[BENCH_MAX_LIST]; /* --mem budgets */
+    uint32_t n_mem;
+    bool fit;
 } bench_opts;
 
 /* One finished test. */
 typedef struct bench_result {
+    sy_runtime *rt;
     const char *model;
     sy_model_info info;
     const char *threads;
@@ -52,6 +56,8 @@ typedef struct bench_result {
     double mean_ts, sd_ts, mean_ms;
     double load_ms;
     uint64_t peak_rss, kv_bytes;
+    sy_cli_peak peaks[SY_MEMORY_MAX_DEVICES]; /* measured vs predicted, per device */
+    uint32_t n_peaks;
 } bench_result;
 
 static void usage(FILE *f)
@@ -60,7 +66,7 @@ static void usage(FILE *f)
             "usage: switchyard bench [-m MODEL[,MODEL...]] [-p N[,N...]] [-n N[,N...]] [-r REPS]\n"
             "                        [-t THREADS[,THREADS...]] [-b BATCH] [-o md|json]\n"
             "                        [--devices LIST] [--policy P] [--kv-type " SY_CLI_KV_TYPES "]\n"
-            "                        [--no-warmup] [--seed S]\n"
+            "                        [--no-warmup] [--seed S] [--mem DEV=SIZE]... [--fit]\n"
             "Measures prompt processing (ppN: N random tokens evaluated as one batch) and\n"
             "decode (tgN: N single-token steps) in tokens/s, mean +- standard deviation over\n"
             "REPS repetitions (default 5) after one warm-up run, with the KV cache cleared\n"
@@ -69,7 +75,12 @@ static void usage(FILE *f)
             "combination; -p 0 or -n 0 skips that test.  Also reported: model load time,\n"
             "time to first token (the prompt's evaluation), KV cache size and peak RSS.\n"
             "--devices: comma list the scheduler may use (default: cpu); --policy: latency\n"
-            "(default), energy, cpu-only or prefer:DEVICE.\n",
+            "(default), energy, cpu-only or prefer:DEVICE.\n"
+            "--mem DEV=SIZE (repeatable): memory budget of a device (cpu: the process's host\n"
+            "memory); a test whose session's predicted peak exceeds it is refused, or with\n"
+            "--fit runs with a smaller context/KV type.  Each test's measured peak per device\n"
+            "(the process's VmHWM, reset before the test, and the executor's buffers) is\n"
+            "printed beside the predicted one (docs/memory.md).\n",
             SY_CLI_DEFAULT_MODEL);
 }
 
@@ -193,16 +204,21 @@ static const char *base_name(const char *path)
 
 static void print_md_header(void)
 {
-    printf("| model | size | params | threads | test | t/s | ms | load ms | peak RSS |\n");
-    printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+    printf("| model | size | params | threads | test | t/s | ms | load ms | peak RSS | peak / "
+           "predicted |\n");
+    printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
 }
 
 static void print_md_row(const bench_result *r)
 {
-    printf("| %s | %.2f MiB | %.2f M | %s | %s | %.2f ± %.2f | %.2f | %.1f | %.1f MiB |\n",
+    printf("| %s | %.2f MiB | %.2f M | %s | %s | %.2f ± %.2f | %.2f | %.1f | %.1f MiB |",
            base_name(r->model), (double)r->info.weight_bytes / (1 << 20),
            (double)r->info.n_params / 1e6, r->threads, r->test, r->mean_ts, r->sd_ts,
            r->mean_ms, r->load_ms, (double)r->peak_rss / (1 << 20));
+    for (uint32_t k = 0; k < r->n_peaks; k++)
+        printf("%s %s %.1f / %.1f MiB", k ? "," : "", r->peaks[k].name,
+               (double)r->peaks[k].measured / (1 << 20), (double)r->peaks[k].predicted / (1 << 20));
+    printf(" |\n");
     fflush(stdout);
 }
 
@@ -221,6 +237,11 @@ static void print_json_row(const bench_result *r, bool first)
            r->load_ms, (unsigned long long)r->kv_bytes, (unsigned long long)r->peak_rss);
     for (uint32_t i = 0; i < r->reps; i++)
         printf("%s%.4f", i ? ", " : "", r->ts[i]);
+    printf("], \"peaks\": [");
+    for (uint32_t k = 0; k < r->n_peaks; k++)
+        printf("%s{\"device\": \"%s\", \"measured_bytes\": %llu, \"predicted_bytes\": %llu}",
+               k ? ", " : "", r->peaks[k].name, (unsigned long long)r->peaks[k].measured,
+               (unsigned long long)r->peaks[k].predicted);
     printf("]}");
     fflush(stdout);
 }
@@ -236,12 +257,22 @@ static int run_test(const bench_opts *o, sy_model *m, bench_result *r, uint32_t 
     so.kv_type = o->kv_type;
     so.devices = o->device;
     so.policy = o->policy;
+    so.mem = o->mem;
+    so.n_mem = o->n_mem;
+    so.fit = o->fit;
+    /* Each test's peak from here: the process's high-water mark restarts. */
+    sy_cli_reset_peak();
     sy_session *s = NULL;
     sy_status st = sy_session_create(m, &so, &s);
     if (st != SY_OK) {
-        fprintf(stderr, "switchyard bench: cannot create a session: %s\n", sy_status_str(st));
+        fprintf(stderr, "switchyard bench: cannot create a session: %s: %s\n",
+                sy_status_str(st), sy_runtime_last_error(r->rt));
         return 1;
     }
+    sy_memory_plan mp;
+    sy_memory_plan_init(&mp);
+    if (sy_session_query_memory(s, &mp, NULL) == SY_OK && mp.fitted)
+        fprintf(stderr, "switchyard bench: %s\n", mp.note);
     int32_t *tokens = malloc(sizeof(int32_t) * (n_prompt ? n_prompt : 1));
     double *ms = malloc(sizeof(double) * o->reps);
     int rc = 1;
@@ -261,6 +292,8 @@ static int run_test(const bench_opts *o, sy_model *m, bench_result *r, uint32_t 
     }
     summarize(r, ms);
     r->peak_rss = peak_rss_bytes();
+    if (!sy_cli_memory_peaks(s, r->peaks, SY_MEMORY_MAX_DEVICES, &r->n_peaks))
+        r->n_peaks = 0;
     sy_metrics mt;
     r->kv_bytes = sy_session_query_metrics(s, &mt) == SY_OK ? mt.kv_bytes : 0;
     rc = 0;
@@ -277,7 +310,9 @@ static int bench_model(const bench_opts *o, const char *path, const char *thread
     if (threads)
         setenv("SWITCHYARD_THREADS", threads, 1);
     sy_probe *probe = calloc(1, sizeof *probe);
-    sy_runtime *rt = probe ? sy_cli_runtime_probed("bench", NULL, path, probe) : NULL;
+    /* Only the plugins of the devices named: an unused GPU stack would show
+     * in every peak. */
+    sy_runtime *rt = probe ? sy_cli_runtime_probed("bench", o->device, path, probe) : NULL;
     if (!rt) {
         free(probe);
         return 1;
@@ -303,6 +338,7 @@ static int bench_model(const bench_opts *o, const char *path, const char *thread
         goto out_model;
     sy_model_query_info(m, &r->info);
     r->model = path;
+    r->rt = rt;
     r->threads = threads ? threads : "default";
     r->load_ms = r->info.load_ms;
     uint64_t seed = o->seed ? o->seed : 0x2545f4914f6cdd1dull;
@@ -353,6 +389,9 @@ int sy_cli_bench(int argc, char **argv)
         } else if (strcmp(a, "--no-warmup") == 0) {
             o.warmup = false;
             continue;
+        } else if (strcmp(a, "--fit") == 0) {
+            o.fit = true;
+            continue;
         } else if (!v) {
             fprintf(stderr, "switchyard bench: unknown option or missing value: '%s'\n", a);
             return 2;
@@ -377,6 +416,12 @@ int sy_cli_bench(int argc, char **argv)
             o.device = v;
         } else if (strcmp(a, "--policy") == 0) {
             o.policy = v;
+        } else if (strcmp(a, "--mem") == 0) {
+            if (o.n_mem == BENCH_MAX_LIST)
+                ok = false, fprintf(stderr, "switchyard bench: at most %d --mem options\n",
+                                    BENCH_MAX_LIST);
+            else
+                o.mem[o.n_mem++] = v;
         } else if (strcmp(a, "--kv-type") == 0) {
             o.kv_set = true;
             if (!sy_cli_parse_kv_type(v, &o.kv_type))
