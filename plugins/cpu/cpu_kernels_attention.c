@@ -8,7 +8,10 @@
  * differently.  Lanes take (head, token) pairs; one pair scores its whole
  * unmasked key range into lane scratch (one query against a long cache is
  * the decode case) four keys at a time (isa->dot_rows), then mixes V rows
- * into an F32 accumulator, also four at a time (isa->mix_rows). */
+ * into an F32 accumulator, also four at a time (isa->mix_rows).  With a
+ * quantised cache a lane takes the consecutive pairs that share a kv head
+ * and a token together (up to CPU_ATT_HEADS query heads), so each tile is
+ * dequantised once for all of them rather than once per query head. */
 #include <math.h>
 #include <string.h>
 
@@ -17,6 +20,8 @@
 /* Rows of a quantised K or V dequantised at once: 32 rows of a 256-wide
  * head are 32 KiB of scratch, within L1/L2 while they are scored or mixed. */
 #define CPU_ATT_TILE 32
+/* Query heads of one kv head that share a dequantised tile. */
+#define CPU_ATT_HEADS 8
 
 typedef struct cpu_attention_ctx {
     const cpu_state *s;
@@ -26,81 +31,97 @@ typedef struct cpu_attention_ctx {
     int64_t n_past, window;
 } cpu_attention_ctx;
 
-/* out[j - j0] = scale * (K row j . q) for keys [j0, j1) of kv head |g|. */
-static void cpu_attention_scores(const cpu_attention_ctx *c, int64_t g, int64_t j0, int64_t j1,
-                                 const float *q, float *tile, float *out)
+/* Rows [j, j + n) of kv head |g| of |t| as the row kernels take them: in
+ * place (F32/F16), or dequantised into |tile| when |deq| is set. */
+static const void *cpu_attention_rows(const sy_tensor *t, cpu_dequant_fn deq, int64_t g,
+                                      int64_t j, int64_t n, float *tile, size_t *out_stride,
+                                      bool *out_f16)
 {
-    const cpu_isa_table *isa = c->s->isa;
-    const int64_t d = c->q->ne[0];
-    if (!c->k_deq) {
-        isa->dot_rows(cpu_row(c->k, g, j0, 0), c->k->nb[2], c->k->dtype == SY_DTYPE_F16, j1 - j0,
-                      q, d, c->scale, out);
-        return;
+    if (!deq) {
+        *out_stride = t->nb[2];
+        *out_f16 = t->dtype == SY_DTYPE_F16;
+        return cpu_row(t, g, j, 0);
     }
-    for (int64_t j = j0; j < j1; j += CPU_ATT_TILE) {
-        const int64_t n = j1 - j < CPU_ATT_TILE ? j1 - j : CPU_ATT_TILE;
-        for (int64_t r = 0; r < n; r++)
-            c->k_deq(cpu_row(c->k, g, j + r, 0), tile + r * d, d);
-        isa->dot_rows(tile, (size_t)d * sizeof(float), false, n, q, d, c->scale, out + (j - j0));
-    }
+    const int64_t d = t->ne[0];
+    for (int64_t r = 0; r < n; r++)
+        deq(cpu_row(t, g, j + r, 0), tile + r * d, d);
+    *out_stride = (size_t)d * sizeof(float);
+    *out_f16 = false;
+    return tile;
 }
 
-/* acc[i] += sum_j p[j - j0] * V row j [i] for keys [j0, j1) of kv head |g|. */
-static void cpu_attention_mix(const cpu_attention_ctx *c, int64_t g, int64_t j0, int64_t j1,
-                              const float *p, float *tile, float *acc)
+/* Query heads h0 .. h0+nh-1 (one kv head g) of token t.  |scratch| holds
+ * nh score rows of K->ne[2] floats, nh accumulators of d floats and, for
+ * a quantised cache, a tile of CPU_ATT_TILE rows of d floats. */
+static void cpu_attention_heads(const cpu_attention_ctx *c, int64_t h0, int64_t nh, int64_t t,
+                                float *scratch)
 {
     const cpu_isa_table *isa = c->s->isa;
-    const int64_t d = c->q->ne[0];
-    if (!c->v_deq) {
-        isa->mix_rows(acc, cpu_row(c->v, g, j0, 0), c->v->nb[2], c->v->dtype == SY_DTYPE_F16,
-                      j1 - j0, p, d);
+    const int64_t d = c->q->ne[0], hq = c->q->ne[1], keys = c->k->ne[2];
+    const int64_t g = h0 / (hq / c->k->ne[1]);
+    const int64_t pos = c->n_past + t;
+    const int64_t j1 = pos + 1 < keys ? pos + 1 : keys;
+    int64_t j0 = c->window > 0 ? pos - c->window + 1 : 0;
+    if (j0 < 0)
+        j0 = 0;
+    if (j0 >= j1) {
+        for (int64_t i = 0; i < nh; i++)
+            memset(cpu_row(c->y, h0 + i, t, 0), 0, (size_t)d * sizeof(float));
         return;
     }
-    for (int64_t j = j0; j < j1; j += CPU_ATT_TILE) {
-        const int64_t n = j1 - j < CPU_ATT_TILE ? j1 - j : CPU_ATT_TILE;
-        for (int64_t r = 0; r < n; r++)
-            c->v_deq(cpu_row(c->v, g, j + r, 0), tile + r * d, d);
-        isa->mix_rows(acc, tile, (size_t)d * sizeof(float), false, n, p + (j - j0), d);
+    float *scores = scratch, *acc = scores + nh * keys, *tile = acc + nh * d;
+    /* In place, one call covers the whole range; a tile at a time otherwise. */
+    const int64_t k_step = c->k_deq ? CPU_ATT_TILE : j1 - j0;
+    const int64_t v_step = c->v_deq ? CPU_ATT_TILE : j1 - j0;
+    size_t stride;
+    bool f16;
+
+    for (int64_t j = j0; j < j1; j += k_step) {
+        const int64_t n = j1 - j < k_step ? j1 - j : k_step;
+        const void *rows = cpu_attention_rows(c->k, c->k_deq, g, j, n, tile, &stride, &f16);
+        for (int64_t i = 0; i < nh; i++)
+            isa->dot_rows(rows, stride, f16, n, (const float *)cpu_row(c->q, h0 + i, t, 0), d,
+                          c->scale, scores + i * keys + j);
+    }
+    float inv[CPU_ATT_HEADS];
+    for (int64_t i = 0; i < nh; i++) {
+        float *sc = scores + i * keys;
+        float max = -INFINITY;
+        for (int64_t j = j0; j < j1; j++)
+            max = sc[j] > max ? sc[j] : max;
+        inv[i] = (float)(1.0 / isa->exp_sum_f32(sc + j0, sc + j0, 1.0f, max, j1 - j0));
+    }
+    memset(acc, 0, (size_t)(nh * d) * sizeof(float));
+    for (int64_t j = j0; j < j1; j += v_step) {
+        const int64_t n = j1 - j < v_step ? j1 - j : v_step;
+        const void *rows = cpu_attention_rows(c->v, c->v_deq, g, j, n, tile, &stride, &f16);
+        for (int64_t i = 0; i < nh; i++)
+            isa->mix_rows(acc + i * d, rows, stride, f16, n, scores + i * keys + j, d);
+    }
+    for (int64_t i = 0; i < nh; i++) {
+        float *y = (float *)cpu_row(c->y, h0 + i, t, 0);
+        for (int64_t e = 0; e < d; e++)
+            y[e] = acc[i * d + e] * inv[i];
     }
 }
 
 static void cpu_attention_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     const cpu_attention_ctx *c = arg;
-    const cpu_isa_table *isa = c->s->isa;
-    const int64_t d = c->q->ne[0], hq = c->q->ne[1], tokens = c->q->ne[2];
-    const int64_t hkv = c->k->ne[1], keys = c->k->ne[2];
-    const int64_t group = hq / hkv;
-    float *scores = c->s->lanes[lane].scratch;
-    float *acc = scores + keys;
-    float *tile = acc + d;
-
+    const int64_t hq = c->q->ne[1], tokens = c->q->ne[2];
+    const int64_t group = hq / c->k->ne[1];
+    const int64_t max_heads = c->k_deq || c->v_deq ? CPU_ATT_HEADS : 1;
     int64_t lo, hi;
     cpu_split(hq * tokens, ith, nth, &lo, &hi);
-    for (int64_t item = lo; item < hi; item++) {
-        const int64_t h = item % hq, t = item / hq, g = h / group;
-        const int64_t pos = c->n_past + t;
-        const int64_t j1 = pos + 1 < keys ? pos + 1 : keys;
-        int64_t j0 = c->window > 0 ? pos - c->window + 1 : 0;
-        if (j0 < 0)
-            j0 = 0;
-        const float *q = (const float *)cpu_row(c->q, h, t, 0);
-        float *y = (float *)cpu_row(c->y, h, t, 0);
-        if (j0 >= j1) {
-            memset(y, 0, (size_t)d * sizeof(float));
-            continue;
-        }
-
-        cpu_attention_scores(c, g, j0, j1, q, tile, scores + j0);
-        float max = -INFINITY;
-        for (int64_t j = j0; j < j1; j++)
-            max = scores[j] > max ? scores[j] : max;
-        const double sum = isa->exp_sum_f32(scores + j0, scores + j0, 1.0f, max, j1 - j0);
-        memset(acc, 0, (size_t)d * sizeof(float));
-        cpu_attention_mix(c, g, j0, j1, scores + j0, tile, acc);
-        const float inv = (float)(1.0 / sum);
-        for (int64_t i = 0; i < d; i++)
-            y[i] = acc[i] * inv;
+    for (int64_t item = lo; item < hi;) {
+        const int64_t h = item % hq, t = item / hq;
+        /* Items run h fastest: the next ones share t, and g until h
+         * crosses a group boundary. */
+        int64_t nh = 1;
+        while (nh < max_heads && item + nh < hi && (h + nh) % group != 0)
+            nh++;
+        cpu_attention_heads(c, h, nh, t, c->s->lanes[lane].scratch);
+        item += nh;
     }
 }
 
@@ -143,8 +164,11 @@ sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **o
         c.k_deq = s->isa->dequant[k->dtype];
     if (sy_dtype_is_quantized(v->dtype))
         c.v_deq = s->isa->dequant[v->dtype];
-    const int64_t tile = c.k_deq || c.v_deq ? CPU_ATT_TILE * q->ne[0] : 0;
-    sy_status st = cpu_scratch_reserve(s, (size_t)(k->ne[2] + q->ne[0] + tile) * sizeof(float));
+    const bool quantized = c.k_deq || c.v_deq;
+    const int64_t heads = quantized ? CPU_ATT_HEADS : 1;
+    const int64_t tile = quantized ? CPU_ATT_TILE * q->ne[0] : 0;
+    sy_status st = cpu_scratch_reserve(
+        s, (size_t)(heads * (k->ne[2] + q->ne[0]) + tile) * sizeof(float));
     if (st != SY_OK)
         return st;
     const int64_t items = q->ne[1] * q->ne[2];

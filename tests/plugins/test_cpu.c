@@ -367,20 +367,25 @@ Test(cpu_rows, finds_the_first_maximum_of_each_row)
 
 /* ------------------------------------------------------------ attention */
 
-static void check_attention_d(sy_dtype kt, sy_dtype vt, int64_t d, int64_t t, int64_t s,
-                              int64_t n_past, int64_t window)
+static void check_attention_gqa(sy_dtype kt, sy_dtype vt, int64_t hq, int64_t hkv, int64_t d,
+                                int64_t t, int64_t s, int64_t n_past, int64_t window)
 {
     tcase tc;
-    tc_begin(&tc, "attention k=%s v=%s D=%lld T=%lld S=%lld n_past=%lld window=%lld",
-             sy_dtype_name(kt), sy_dtype_name(vt), (long long)d, (long long)t, (long long)s,
-             (long long)n_past, (long long)window);
-    const int64_t hq = 8, hkv = 2;
+    tc_begin(&tc, "attention k=%s v=%s Hq=%lld Hkv=%lld D=%lld T=%lld S=%lld n_past=%lld window=%lld",
+             sy_dtype_name(kt), sy_dtype_name(vt), (long long)hq, (long long)hkv, (long long)d,
+             (long long)t, (long long)s, (long long)n_past, (long long)window);
     sy_tensor *in[3] = {tc_input(&tc, "q", SY_DTYPE_F32, d, hq, t, 1),
                         tc_input(&tc, "k", kt, d, hkv, s, 1), tc_input(&tc, "v", vt, d, hkv, s, 1)};
     sy_op_params p = {.i = {n_past, window}, .f = {0.125f * 3.0f}};
     tc_output(&tc, tc_node(&tc, SY_OP_ATTENTION, "o", in, 3, &p));
     tc_run(&tc, (tol){2e-5, 2e-5});
     tc_end(&tc);
+}
+
+static void check_attention_d(sy_dtype kt, sy_dtype vt, int64_t d, int64_t t, int64_t s,
+                              int64_t n_past, int64_t window)
+{
+    check_attention_gqa(kt, vt, 8, 2, d, t, s, n_past, window);
 }
 
 static void check_attention(sy_dtype kt, sy_dtype vt, int64_t t, int64_t s, int64_t n_past,
@@ -424,6 +429,17 @@ static void check_attention_quantized(sy_dtype kt, sy_dtype vt)
 
 Test(cpu_attention, matches_the_reference_with_q8_0_kv) { check_attention_quantized(SY_DTYPE_Q8_0, SY_DTYPE_Q8_0); }
 Test(cpu_attention, matches_the_reference_with_q4_0_kv) { check_attention_quantized(SY_DTYPE_Q4_0, SY_DTYPE_Q4_0); }
+/* A quantised cache is dequantised once for the query heads of a kv head
+ * that a lane takes together (at most 8): groups of 1, 3 and 18 heads,
+ * and lanes whose ranges cut groups. */
+Test(cpu_attention, shares_dequantized_tiles_across_query_heads)
+{
+    check_attention_gqa(SY_DTYPE_Q8_0, SY_DTYPE_Q8_0, 18, 1, 64, 1, 100, 99, 0);
+    check_attention_gqa(SY_DTYPE_Q4_0, SY_DTYPE_Q4_0, 9, 3, 64, 3, 70, 67, 0);
+    check_attention_gqa(SY_DTYPE_Q8_0, SY_DTYPE_F16, 4, 4, 32, 2, 40, 38, 0);
+    check_attention_gqa(SY_DTYPE_F16, SY_DTYPE_Q4_0, 18, 1, 256, 2, 50, 48, 20);
+}
+
 Test(cpu_attention, matches_the_reference_with_quantized_k_or_v_only)
 {
     check_attention_quantized(SY_DTYPE_Q8_0, SY_DTYPE_F16);
