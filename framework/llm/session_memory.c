@@ -8,16 +8,17 @@
  * where the plans put them.  Host memory (the cpu row) holds every
  * weight's file pages (mapped, read by every device that computes on them
  * or uploads them), the whole KV cache, the arenas of every device that
- * shares host memory, and the overhead: what the process has resident
+ * shares host memory (or is a CPU-kind device, whose own buffers are host
+ * memory too), and the overhead: what the process has resident
  * besides the weights when the prediction is made (code, plugins, the
  * model's metadata and tokenizer) plus the session's own buffers and
  * plans.  A device with memory of its own holds the weights uploaded
  * there, the caches of the layers placed there (copied in every step) and
  * its arena. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "plan_internal.h"
@@ -325,8 +326,17 @@ static sy_status evaluate(sy_model *m, sy_planner *pl, const sy_session_options 
     hr->overhead_bytes = baseline + session_own_bytes(m, o, &e);
     for (uint32_t di = 0; di < e.n_dev && di < SY_MEMORY_MAX_DEVICES; di++) {
         bool unified = device_unified(rt, di);
-        if (unified)
+        /* A CPU-kind device keeps even its "own" buffers in host memory
+         * (an OpenCL CPU runtime told not to share, PoCL under
+         * SWITCHYARD_OPENCL_DISCRETE=1): they are the host's too. */
+        bool in_host = unified || rt->devices[di].desc.kind == SY_DEVICE_CPU;
+        if (in_host && di != host) {
             hr->arena_bytes += e.arena[di];
+            hr->weight_bytes += e.uploads[di];
+            hr->kv_bytes += e.kv_on[di];
+        } else if (di == host) {
+            hr->arena_bytes += e.arena[di];
+        }
         uint64_t budget = 0;
         budget_of(o, rt->devices[di].desc.name, &budget);
         if (di == host || (!e.used[di] && !budget) || out->n_devices == SY_MEMORY_MAX_DEVICES)
@@ -334,7 +344,7 @@ static sy_status evaluate(sy_model *m, sy_planner *pl, const sy_session_options 
         sy_memory_device *r = &out->devices[out->n_devices++];
         memset(r, 0, sizeof *r);
         r->device = di;
-        r->host = unified;
+        r->host = in_host;
         snprintf(r->name, sizeof r->name, "%s", rt->devices[di].desc.name);
         r->arena_bytes = e.arena[di];
         r->weight_bytes = e.uploads[di];
