@@ -200,13 +200,6 @@ sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_sess
                                   "SWITCHYARD_PLUGIN_PATH? see 'switchyard devices')");
         return SY_E_NOT_FOUND;
     }
-    /* Before anything is allocated: budgets refuse or, with fit, shrink. */
-    sy_memory_plan memory;
-    sy_memory_plan_init(&memory);
-    st = sy__session_plan_memory(m, NULL, &o, &kc, &memory);
-    if (st != SY_OK)
-        return st;
-    uint32_t n_ctx = o.n_ctx;
     sy_session *s = calloc(1, sizeof *s);
     if (!s)
         return SY_E_NO_MEMORY;
@@ -221,6 +214,8 @@ sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_sess
     s->plan_opts.policy = s->policy;
     s->plan_opts.pins = o.pins;
     s->plan_opts.n_pins = o.n_pins;
+    s->plan_opts.mem = o.mem;
+    s->plan_opts.n_mem = o.n_mem;
     st = sy_planner_create(rt, &s->planner);
     if (st == SY_OK)
         st = sy_planner_load_default_profiles(s->planner, NULL);
@@ -233,7 +228,16 @@ sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_sess
         sy_session_destroy(s);
         return st;
     }
-    s->memory = memory;
+    /* Before the cache and buffers: budgets refuse or, with fit, shrink.
+     * Planned with the session's planner, whose cache then holds the
+     * steps' plans. */
+    sy_memory_plan_init(&s->memory);
+    st = sy__session_plan_memory(m, s->planner, &o, &kc, &s->memory);
+    if (st != SY_OK) {
+        sy_session_destroy(s);
+        return st;
+    }
+    uint32_t n_ctx = o.n_ctx;
     s->n_ctx = n_ctx;
     s->n_batch = o.n_batch;
     s->ctx_policy = o.context_policy;

@@ -296,9 +296,9 @@ Test(memplan, decoder_steps_pack_close_to_the_bytes_live_at_once)
         check_graph_plan(sg.g, plan, alias_to, o.devices ? "cpu" : "three devices", arena, peak);
         /* Measured: every slot at the bound exactly (ARENA_SLACK). */
         for (uint32_t d = 0; d < plan->n_dev; d++)
-            cr_assert_leq((double)arena[d], ARENA_SLACK * (double)peak[d], "T=%u slot %u: arena %llu, "
-                          "%llu bytes live at once", sh.n_tokens, d, (unsigned long long)arena[d],
-                          (unsigned long long)peak[d]);
+            cr_assert_leq((double)arena[d], ARENA_SLACK * (double)peak[d],
+                          "T=%u slot %u: arena %llu, %llu bytes live at once", sh.n_tokens, d,
+                          (unsigned long long)arena[d], (unsigned long long)peak[d]);
         sy_plan_release(plan);
         st_graph_free(&sg);
     }
