@@ -120,9 +120,11 @@ Test(memory, a_budget_below_the_predicted_peak_is_refused_with_the_numbers)
     snprintf(want, sizeof want, " MiB on cpu, budget %.1f MiB (weights %.1f MiB, KV %.1f MiB, ",
              budget / MIB, mp.devices[0].weight_bytes / MIB, mp.devices[0].kv_bytes / MIB);
     cr_assert(strncmp(err, "model needs ", 12) == 0 && strstr(err, want), "%s", err);
-    /* The overhead is measured afresh, so the total may move a little. */
+    /* The overhead is measured afresh (the resident set moves between
+     * calls, by megabytes under AddressSanitizer's quarantine): the total
+     * is over the budget, not necessarily the first plan's. */
     double needs = strtod(err + 12, NULL);
-    cr_assert(needs > budget / MIB && needs < mp.devices[0].peak_bytes / MIB + 1.0, "%s", err);
+    cr_assert(needs > budget / MIB, "%s", err);
     sy_memory_plan refused;
     sy_memory_plan_init(&refused);
     cr_assert_eq(sy_model_plan_memory(o.m, &so, &refused), SY_E_LIMIT);
@@ -134,14 +136,15 @@ Test(memory, a_budget_below_the_predicted_peak_is_refused_with_the_numbers)
     close_synth(&o);
 }
 
-/* A model whose KV cache dominates its memory: 8 layers of 8 KV heads of
- * 64, 16 KiB per position in f16. */
-#define KV_HEAVY "8,512,512,8,8,512"
+/* A model whose KV cache dominates its memory: 32 layers of 8 KV heads of
+ * 64, 64 KiB per position in f16, and 21 MiB of Q4_0 weights. */
+#define KV_HEAVY "32,512,128,8,8,512"
+#define KV_HEAVY_TYPE "q4_0"
 
 Test(memory, fit_picks_the_largest_context_that_fits_the_budget)
 {
     synth_model o;
-    open_synth(&o, KV_HEAVY, "q8_0", 8192);
+    open_synth(&o, KV_HEAVY, KV_HEAVY_TYPE, 8192);
     sy_session_options so = options(4096, SY_DTYPE_F16);
     sy_memory_plan full = plan_of(&o, &so);
     so.n_ctx = 1024;
@@ -185,12 +188,14 @@ Test(memory, fit_picks_the_largest_context_that_fits_the_budget)
 Test(memory, fit_takes_a_smaller_kv_type_when_no_context_fits)
 {
     synth_model o;
-    open_synth(&o, KV_HEAVY, "q8_0", 8192);
+    open_synth(&o, KV_HEAVY, KV_HEAVY_TYPE, 8192);
     sy_session_options so = options(256, SY_DTYPE_F16);
     sy_memory_plan least = plan_of(&o, &so);
-    /* f16 at 256 positions is 4 MiB of KV, q8_0 about 2.1: a budget 1 MiB
-     * under the f16 peak leaves room for q8_0 only. */
-    uint64_t budget = least.devices[0].peak_bytes - (1u << 20);
+    /* f16 at 256 positions is 16 MiB of KV, q8_0 8.5 and q4_0 4.5: a budget
+     * 4 MiB under the f16 peak leaves room for a smaller type only (q8_0
+     * unless the overhead grew by more than 3.5 MiB since, as it can under
+     * the sanitizers). */
+    uint64_t budget = least.devices[0].peak_bytes - (4u << 20);
     char mem[64];
     snprintf(mem, sizeof mem, "cpu=%llu", (unsigned long long)budget);
     const char *mems[] = {mem};
@@ -202,9 +207,13 @@ Test(memory, fit_takes_a_smaller_kv_type_when_no_context_fits)
     sy_memory_plan_init(&mp);
     cr_assert_eq(sy_model_plan_memory(o.m, &so, &mp), SY_OK, "%s", sy_runtime_last_error(o.rt));
     cr_assert(mp.fitted);
-    cr_assert_eq(mp.kv_type, SY_DTYPE_Q8_0, "%s", mp.note);
+    cr_assert(mp.kv_type == SY_DTYPE_Q8_0 || mp.kv_type == SY_DTYPE_Q4_0, "%s", mp.note);
     cr_assert_geq(mp.n_ctx, 256u);
     cr_assert_leq(mp.devices[0].peak_bytes, budget);
+    /* With the same overhead, f16 at 256 positions would not have fitted. */
+    const sy_memory_device *r = &mp.devices[0];
+    uint64_t f16_at_256 = r->peak_bytes - r->kv_bytes + 2ull * 32 * 256 * 8 * 64 * 2;
+    cr_assert_gt(f16_at_256, budget, "%s", mp.note);
     /* Nothing fits a budget below the weights: refused, saying so. */
     snprintf(mem, sizeof mem, "cpu=%llu", (unsigned long long)mp.devices[0].weight_bytes / 2);
     cr_assert_eq(sy_model_plan_memory(o.m, &so, &mp), SY_E_LIMIT);
