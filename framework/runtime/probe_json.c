@@ -2,6 +2,7 @@
  * docs/probe.md) and as readable tables. */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,9 +10,15 @@
 
 #define PROBE_SCHEMA "switchyard-probe"
 
+/* Numbers are written with 17 significant digits, so that a cached value
+ * reads back as exactly the double measured: cJSON's own printer accepts
+ * 15 digits when they come back within a relative epsilon, which can
+ * change the last bit. */
 static void jnum(cJSON *o, const char *k, double v)
 {
-    cJSON_AddNumberToObject(o, k, isfinite(v) ? v : 0.0);
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.17g", isfinite(v) ? v : 0.0);
+    cJSON_AddRawToObject(o, k, buf);
 }
 
 sy_status sy_probe_to_json(const sy_probe *p, char **out_json)
