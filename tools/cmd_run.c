@@ -16,7 +16,6 @@ typedef struct text_stream {
     size_t stop_len;
     char held[64];    /* a proper prefix of |stop| awaiting more text */
     size_t n_held;
-    bool stopped;
 } text_stream;
 
 static void stream_write(const char *p, size_t n)
@@ -45,7 +44,6 @@ static bool print_token(void *user, int32_t token, const char *text, size_t len)
         ts->n_held -= skip;
         if (ts->n_held == ts->stop_len) {
             ts->n_held = 0;
-            ts->stopped = true;
             return false;
         }
     }
@@ -338,7 +336,7 @@ int sy_cli_run(int argc, char **argv)
     ts.stop_len = strlen(ts.stop);
     if (ts.stop_len >= sizeof ts.held)
         ts.stop_len = 0; /* never: the stop texts are a few bytes */
-    if (chat && sy_model_chat_stop_text(m)[0])
+    if (ts.stop_len > 0)
         fprintf(stderr, "switchyard run: %s has no chat template (a base model?): chatting "
                         "through a User:/Assistant: transcript\n", model);
     st = sy_session_generate(s, ids, n, &gp, print_token, &ts);
