@@ -1,7 +1,7 @@
 /* GGUF reader: maps a file read-only and validates it field by field before
  * handing out any pointer into it.  See gguf.h for the format and the API;
- * the queries on an open file live in gguf_query.c, the writer in
- * gguf_writer.c. */
+ * opening and mapping the file is gguf_open.c, the name index gguf_index.c,
+ * the queries on an open file gguf_query.c, the writer gguf_writer.c. */
 #include "gguf.h"
 #include "gguf_internal.h"
 
@@ -23,7 +23,7 @@
 /* Smallest possible encodings.  A count is refused before anything is
  * allocated for it when the bytes left in the file cannot hold that many
  * of the smallest items. */
-#define GGUF_HEADER_SIZE 24u
+#define GGUF_HEADER_SIZE SY__GGUF_HEADER_SIZE
 #define GGUF_MIN_KV_SIZE 14u     /* key length 8 + 1 key byte + type 4 + 1 value byte */
 #define GGUF_MIN_TENSOR_SIZE 32u /* name length 8 + n_dims 4 + ne 8 + type 4 + offset 8 */
 #define GGUF_MIN_STRING_SIZE 8u  /* length only */
@@ -318,83 +318,6 @@ out_free_index:
     return st;
 }
 
-/* ------------------------------------------------------------------- hash */
-
-static uint64_t hash_name(const char *s)
-{
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (; *s; s++) {
-        h ^= (uint8_t)*s;
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-static sy_status hash_init(gguf_hash *h, uint64_t n)
-{
-    uint64_t cap = 8;
-    while (cap < 2 * n)
-        cap *= 2;
-    if (cap > SIZE_MAX / sizeof *h->slots)
-        return SY_E_NO_MEMORY;
-    h->slots = calloc((size_t)cap, sizeof *h->slots);
-    if (!h->slots)
-        return SY_E_NO_MEMORY;
-    h->mask = cap - 1;
-    return SY_OK;
-}
-
-typedef const char *(*gguf_name_fn)(const sy_gguf *g, uint32_t i);
-
-static const char *kv_name(const sy_gguf *g, uint32_t i)
-{
-    return g->kvs[i].key;
-}
-
-static const char *tensor_name(const sy_gguf *g, uint32_t i)
-{
-    return g->tensors[i].info.name;
-}
-
-/* Returns the slot holding |name| or the free slot where it would go. */
-static uint64_t hash_slot(const sy_gguf *g, const gguf_hash *h, gguf_name_fn name_of,
-                          const char *name)
-{
-    uint64_t s = hash_name(name) & h->mask;
-    while (h->slots[s] && strcmp(name_of(g, h->slots[s] - 1), name) != 0)
-        s = (s + 1) & h->mask;
-    return s;
-}
-
-/* Inserts entries 0..n-1; on a duplicate returns false with *out_first set
- * to the earlier entry and *out_second to the later one. */
-static bool hash_fill(const sy_gguf *g, gguf_hash *h, gguf_name_fn name_of, uint64_t n,
-                      uint64_t *out_first, uint64_t *out_second)
-{
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t s = hash_slot(g, h, name_of, name_of(g, (uint32_t)i));
-        if (h->slots[s]) {
-            *out_first = h->slots[s] - 1;
-            *out_second = i;
-            return false;
-        }
-        h->slots[s] = (uint32_t)(i + 1);
-    }
-    return true;
-}
-
-static bool hash_find(const sy_gguf *g, const gguf_hash *h, gguf_name_fn name_of,
-                      const char *name, uint64_t *out_index)
-{
-    if (!h->slots)
-        return false;
-    uint64_t s = hash_slot(g, h, name_of, name);
-    if (!h->slots[s])
-        return false;
-    *out_index = h->slots[s] - 1;
-    return true;
-}
-
 /* ------------------------------------------------------------------ parse */
 
 static sy_status parse_header(gguf_parser *p)
@@ -528,7 +451,7 @@ static sy_status parse_alignment(gguf_parser *p)
     uint64_t i;
     uint32_t a;
     g->alignment = SY_GGUF_DEFAULT_ALIGNMENT;
-    if (!hash_find(g, &g->kv_hash, kv_name, "general.alignment", &i))
+    if (!sy__gguf_find_kv(g, "general.alignment", &i))
         return SY_OK;
     const sy_gguf_value *v = &g->kvs[i].value;
     if (sy_gguf_value_as_u32(v, &a) != SY_OK)
@@ -702,9 +625,10 @@ static sy_status index_names(gguf_parser *p)
 {
     sy_gguf *g = p->g;
     uint64_t a, b;
-    if (hash_init(&g->kv_hash, g->n_kv) != SY_OK || hash_init(&g->tensor_hash, g->n_tensors) != SY_OK)
-        return failf(p, SY_E_NO_MEMORY, "out of memory for the name index");
-    if (!hash_fill(g, &g->kv_hash, kv_name, g->n_kv, &a, &b)) {
+    sy_status st = sy__gguf_hash_build(g, false, &a, &b);
+    if (st == SY_E_NO_MEMORY)
+        return failf(p, st, "out of memory for the name index");
+    if (st != SY_OK) {
         char q[GGUF_QUOTE_MAX * 4 + 8];
         quote_bytes(q, sizeof q, (const uint8_t *)g->kvs[b].key, g->kvs[b].key_len);
         return failf(p, SY_E_FORMAT, "duplicate key %s (keys %" PRIu64 " and %" PRIu64 ")", q, a, b);
@@ -718,7 +642,10 @@ static sy_status index_tensors(gguf_parser *p)
     uint64_t a, b;
     for (uint64_t i = 0; i < g->n_tensors; i++)
         g->tensors[i].info.name = g->arena + g->tensors[i].name_off;
-    if (!hash_fill(g, &g->tensor_hash, tensor_name, g->n_tensors, &a, &b))
+    sy_status st = sy__gguf_hash_build(g, true, &a, &b);
+    if (st == SY_E_NO_MEMORY)
+        return failf(p, st, "out of memory for the name index");
+    if (st != SY_OK)
         return failf(p, SY_E_FORMAT, "duplicate tensor name '%s' (tensors %" PRIu64 " and %" PRIu64
                      ")", g->tensors[b].info.name, a, b);
     return SY_OK;
@@ -751,109 +678,8 @@ static sy_status parse_file(gguf_parser *p)
     return place_tensors(p);
 }
 
-/* ------------------------------------------------------------------- open */
-
-void sy_gguf_close(sy_gguf *g)
+sy_status sy__gguf_parse(sy_gguf *g, char *err)
 {
-    if (!g)
-        return;
-    if (g->base)
-        munmap((void *)g->base, (size_t)g->size);
-    for (uint64_t i = 0; g->kvs && i < g->n_kv; i++)
-        free(g->kvs[i].index);
-    free(g->kvs);
-    free(g->tensors);
-    free(g->arena);
-    free(g->kv_hash.slots);
-    free(g->tensor_hash.slots);
-    free(g->path);
-    free(g);
-}
-
-static sy_status map_file(gguf_parser *p)
-{
-    sy_gguf *g = p->g;
-    struct stat sb;
-    sy_status st = SY_OK;
-    int fd = open(g->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return failf(p, SY_E_IO, "cannot open: %s", strerror(errno));
-    if (fstat(fd, &sb) != 0) {
-        st = failf(p, SY_E_IO, "cannot stat: %s", strerror(errno));
-        goto out_close;
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        st = failf(p, SY_E_IO, "not a regular file");
-        goto out_close;
-    }
-    if (sb.st_size == 0) {
-        st = failf(p, SY_E_FORMAT, "truncated: file is empty, a GGUF header needs %u bytes",
-                   GGUF_HEADER_SIZE);
-        goto out_close;
-    }
-    if ((uint64_t)sb.st_size > SIZE_MAX) {
-        st = failf(p, SY_E_LIMIT, "file of %" PRIu64 " bytes cannot be mapped",
-                   (uint64_t)sb.st_size);
-        goto out_close;
-    }
-    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-        st = failf(p, SY_E_IO, "cannot map %" PRIu64 " bytes: %s", (uint64_t)sb.st_size,
-                   strerror(errno));
-        goto out_close;
-    }
-    g->base = m;
-    g->size = (uint64_t)sb.st_size;
-out_close:
-    close(fd);
-    return st;
-}
-
-sy_status sy_gguf_open(const char *path, sy_gguf **out_gguf, sy_gguf_error *out_err)
-{
-    char scratch[SY_GGUF_ERROR_MAX];
-    char *err = out_err ? out_err->msg : scratch;
-    sy_status st;
-
-    err[0] = '\0';
-    if (out_gguf)
-        *out_gguf = NULL;
-    if (!path || !out_gguf) {
-        snprintf(err, SY_GGUF_ERROR_MAX, "sy_gguf_open: path and out_gguf must not be NULL");
-        return SY_E_INVALID_ARG;
-    }
-    sy_gguf *g = calloc(1, sizeof *g);
-    if (!g) {
-        snprintf(err, SY_GGUF_ERROR_MAX, "%s: out of memory", path);
-        return SY_E_NO_MEMORY;
-    }
-    g->path = strdup(path);
-    if (!g->path) {
-        snprintf(err, SY_GGUF_ERROR_MAX, "%s: out of memory", path);
-        st = SY_E_NO_MEMORY;
-        goto out_close;
-    }
     gguf_parser p = {.g = g, .err = err, .section = "header", .elem = -1};
-    st = map_file(&p);
-    if (st != SY_OK)
-        goto out_close;
-    st = parse_file(&p);
-    if (st != SY_OK)
-        goto out_close;
-    *out_gguf = g;
-    return SY_OK;
-
-out_close:
-    sy_gguf_close(g);
-    return st;
-}
-
-bool sy__gguf_find_kv(const sy_gguf *g, const char *name, uint64_t *out_index)
-{
-    return hash_find(g, &g->kv_hash, kv_name, name, out_index);
-}
-
-bool sy__gguf_find_tensor_index(const sy_gguf *g, const char *name, uint64_t *out_index)
-{
-    return hash_find(g, &g->tensor_hash, tensor_name, name, out_index);
+    return parse_file(&p);
 }

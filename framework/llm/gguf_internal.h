@@ -50,6 +50,19 @@ struct sy_gguf {
     char last_error[SY_GGUF_ERROR_MAX];
 };
 
+/* Bytes of the fixed GGUF header (magic, version, tensor and key counts). */
+#define SY__GGUF_HEADER_SIZE 24u
+
+/* Validates the mapped file g->base[0, g->size) and fills the handle;
+ * on failure writes "{path}: {message}" into |err|. (gguf.c) */
+sy_status sy__gguf_parse(sy_gguf *g, char *err);
+
+/* Builds the hash of the keys (|tensors| false) or tensor names; names
+ * must already point into the arena.  SY_E_FORMAT on a duplicate name,
+ * with the two entries' indices in *out_first and *out_second. (gguf_index.c) */
+sy_status sy__gguf_hash_build(sy_gguf *g, bool tensors, uint64_t *out_first,
+                              uint64_t *out_second);
+
 /* Finds the metadata entry or tensor named |name|; false when absent. */
 bool sy__gguf_find_kv(const sy_gguf *g, const char *name, uint64_t *out_index);
 bool sy__gguf_find_tensor_index(const sy_gguf *g, const char *name, uint64_t *out_index);
