@@ -48,7 +48,7 @@ summarize() {
         / prefill, [0-9]+ tokens/ { step = "prefill" $3 }
         /per node \|error\|: median/ {
             med = $5; sub("%,", "", med)
-            ins = $0; sub(/.*alone\); median /, "", ins); sub(/%.*/, "", ins)
+            ins = $0; sub(/.*launch sync\); median /, "", ins); sub(/%.*/, "", ins)
         }
         /step: predicted/ {
             l = $0; sub(/.*as one launch \(/, "", l); sub(/%.*/, "", l)

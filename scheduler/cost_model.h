@@ -86,6 +86,9 @@ typedef struct sy__profile {
     char origin[256];                                     /* file it came from */
     uint64_t hash;                                        /* of the JSON text: part of plan keys */
     double peak_flops, peak_bandwidth, launch_overhead_s; /* NAN: not given */
+    /* What a node launched and waited for alone costs beyond its share of
+     * a step (tune --validate adds it; 0 when not given). */
+    double launch_sync_s;
     double idle_w, active_w;                              /* NAN: not given */
     sy__op_entry *ops;
     uint32_t n_ops;

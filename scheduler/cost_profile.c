@@ -241,6 +241,10 @@ static sy_status prof_read(prof_reader *r, const cJSON *root, sy__profile *p)
         st = prof_number(r, root, "peak_bandwidth", "", &p->peak_bandwidth);
     if (st == SY_OK)
         st = prof_number(r, root, "launch_overhead_s", "", &p->launch_overhead_s);
+    if (st == SY_OK)
+        st = prof_number(r, root, "launch_sync_s", "", &p->launch_sync_s);
+    if (st == SY_OK && isnan(p->launch_sync_s))
+        p->launch_sync_s = 0;
     if (st != SY_OK)
         return st;
     p->idle_w = p->active_w = NAN;

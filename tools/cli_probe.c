@@ -132,6 +132,55 @@ static bool has_cpu_device(const sy_runtime *rt)
     return sy_runtime_find_device(rt, "cpu", &i) == SY_OK;
 }
 
+/* Environment variables set here for one runtime's plugins. */
+typedef struct cli_env {
+    char names[8][64];
+    uint32_t n;
+} cli_env;
+
+static void cli_env_set(const char *name, const char *value, void *ctx)
+{
+    cli_env *e = ctx;
+    const char *cur = getenv(name);
+    if ((cur && cur[0]) || e->n >= 8)
+        return;
+    setenv(name, value, 1);
+    snprintf(e->names[e->n++], sizeof e->names[0], "%s", name);
+}
+
+/* The plugin settings `switchyard tune` chose for every device of |rt|
+ * ("options" of each device's profile, the first found along the profile
+ * search path the way the planner finds it: the device's own file, else
+ * its plugin's when that describes this device), set in the environment
+ * where the user has not set them. */
+static void tuned_options(const sy_runtime *rt, cli_env *env)
+{
+    const char *path = sy__runtime_profile_path(rt);
+    for (uint32_t i = 0; i < sy_runtime_device_count(rt); i++) {
+        sy_device_desc d;
+        if (sy_runtime_query_device(rt, i, &d) != SY_OK)
+            continue;
+        char own[SY_NAME_MAX], plugin[SY_NAME_MAX];
+        snprintf(own, sizeof own, "%s", d.name);
+        for (char *p = own; *p; p++)
+            if (*p == ':' || *p == '/')
+                *p = '_';
+        snprintf(plugin, sizeof plugin, "%.*s", (int)strcspn(d.name, ":"), d.name);
+        bool found = false;
+        for (const char *at = path; at && *at && !found;) {
+            size_t len = strcspn(at, ":");
+            const char *names[2] = {own, plugin};
+            for (int k = 0; k < 2 && !found && len > 0; k++) {
+                char file[1100];
+                int n = snprintf(file, sizeof file, "%.*s/%s.json", (int)len, at, names[k]);
+                if (n > 0 && (size_t)n < sizeof file && access(file, R_OK) == 0)
+                    found = tune_profile_options(file, d.name, cli_env_set, env) >= 0;
+            }
+            at += len + (at[len] == ':');
+        }
+    }
+}
+
 sy_runtime *sy_cli_runtime_probed(const char *cmd, const char *devices, const char *model_path,
                                   sy_probe *out_probe)
 {
@@ -143,34 +192,37 @@ sy_runtime *sy_cli_runtime_probed(const char *cmd, const char *devices, const ch
         memset(out_probe, 0, sizeof *out_probe);
         return rt;
     }
-    const char *env = getenv("SWITCHYARD_THREADS");
-    if ((env && env[0]) || !has_cpu_device(rt))
-        return rt;
-    /* The CPU plugin starts one lane per physical core unless told
-     * otherwise, and reads the count when it starts: a different choice
-     * means a new runtime (and, once, a probe of the CPU with that many
-     * threads, which the cache keeps beside the other).  A count tune
-     * measured wins over the probe's rule. */
-    uint32_t threads = tuned_threads(rt);
-    if (threads == 0) {
+    /* Settings a plugin reads when it starts mean a new runtime: the
+     * thread count and the options tune chose. */
+    cli_env env = {.n = 0};
+    tuned_options(rt, &env);
+    const char *user = getenv("SWITCHYARD_THREADS");
+    if (!(user && user[0]) && has_cpu_device(rt)) {
+        /* The CPU plugin starts one lane per physical core unless told
+         * otherwise (and, once, the probe measures the CPU with that many
+         * threads, which the cache keeps beside the other).  A count tune
+         * measured wins over the probe's rule. */
+        uint32_t threads = tuned_threads(rt);
         sy_autoconfig_model am = model_from_file(model_path);
         sy_autoconfig ac;
-        if (sy_probe_autoconfig(out_probe, &am, &ac) != SY_OK)
-            return rt;
-        threads = ac.n_threads;
+        if (threads == 0 && sy_probe_autoconfig(out_probe, &am, &ac) == SY_OK)
+            threads = ac.n_threads;
+        if (threads != 0 && threads != out_probe->cores) {
+            char n[16];
+            snprintf(n, sizeof n, "%u", threads);
+            cli_env_set("SWITCHYARD_THREADS", n, &env);
+        }
     }
-    if (threads == out_probe->cores)
+    if (env.n == 0)
         return rt;
-    char n[16];
-    snprintf(n, sizeof n, "%u", threads);
-    setenv("SWITCHYARD_THREADS", n, 1);
     sy_runtime_destroy(rt);
     rt = sy_cli_runtime_for(devices);
     if (rt && sy_cli_ensure_probe(rt, cmd, out_probe) != SY_OK)
         memset(out_probe, 0, sizeof *out_probe);
-    /* The plugin has read it; the next runtime (bench's next model) is
+    /* The plugins have read them; the next runtime (bench's next model) is
      * configured afresh. */
-    unsetenv("SWITCHYARD_THREADS");
+    for (uint32_t k = 0; k < env.n; k++)
+        unsetenv(env.names[k]);
     return rt;
 }
 

@@ -150,8 +150,90 @@ static char *read_all(const char *path, size_t *out_len)
     return buf;
 }
 
+/* What tune chose for one device before timing its ops. */
+typedef struct tune_choices {
+    char device[SY_NAME_MAX];
+    bool has_threads;
+    tune_threads threads;
+    tune_option options[TUNE_MAX_OPTIONS];
+    uint32_t n_options;
+} tune_choices;
+
+/* The settings tune measures per plugin: the environment variable, its
+ * values (the plugin's default first). */
+static const char *const cpu_rows[] = {"32", "16", "64"};
+static const char *const ocl_matvec[] = {"rows", "groups"};
+
+static void print_option(const tune_option *t)
+{
+    printf("%s (prefill %u tokens + %u decode steps, medians of alternating rounds):", t->name,
+           t->prefill_tokens, t->decode_steps);
+    for (uint32_t k = 0; k < t->n; k++)
+        printf(" %s: %.1f ms + %u x %.2f ms%s", t->values[k], t->prefill_s[k] * 1e3,
+               t->decode_steps, t->decode_s[k] * 1e3, k + 1 < t->n ? ";" : "");
+    printf(" -> %s\n", t->values[t->best]);
+}
+
+/* Chooses device |dev|'s settings with the model (threads, plugin
+ * options); the caller applies them before timing the ops. */
+static void choose(sy_runtime *rt, uint32_t dev, const sy_probe *probe, const tune_args *a,
+                   tune_choices *out)
+{
+    sy_device_desc d;
+    sy_runtime_query_device(rt, dev, &d);
+    memset(out, 0, sizeof *out);
+    snprintf(out->device, sizeof out->device, "%s", d.name);
+    tune_opts o = {.quick = a->quick, .verbose = a->verbose, .prefill_tokens = a->tokens,
+                   .decode_past = a->past};
+    const sy_probe_device *pd = dev < probe->n_devices ? &probe->devices[dev] : NULL;
+    const bool cpu = strcmp(d.name, "cpu") == 0;
+    /* The CPU's thread count first: the other settings are measured with
+     * the count chosen. */
+    char *user_threads = getenv("SWITCHYARD_THREADS");
+    if (cpu && probe->cores_allowed > 1 &&
+        tune_cpu_threads(a->model, probe->cores_allowed, &o, &out->threads) == SY_OK) {
+        tune_threads *tt = &out->threads;
+        out->has_threads = true;
+        printf("cpu threads (prefill %u tokens + %u decode steps):", tt->prefill_tokens,
+               tt->decode_steps);
+        for (uint32_t k = 0; k < tt->n; k++)
+            printf(" %u: %.1f ms + %u x %.2f ms%s", tt->threads[k], tt->prefill_s[k] * 1e3,
+                   tt->decode_steps, tt->decode_s[k] * 1e3, k + 1 < tt->n ? ";" : "");
+        printf(" -> %u\n", tt->best);
+    }
+    const char *plugin = NULL, *name = NULL;
+    const char *const *values = NULL;
+    uint32_t n_values = 0;
+    if (cpu) {
+        plugin = "cpu", name = "SWITCHYARD_CPU_MATMUL_ROWS", values = cpu_rows;
+        n_values = sizeof cpu_rows / sizeof cpu_rows[0];
+    } else if (pd && strcmp(pd->plugin, "opencl") == 0) {
+        plugin = "opencl", name = "SWITCHYARD_OPENCL_MATVEC", values = ocl_matvec;
+        n_values = sizeof ocl_matvec / sizeof ocl_matvec[0];
+    }
+    if (!plugin)
+        return;
+    if (getenv(name) && getenv(name)[0]) {
+        printf("%s: %s set by the environment, not tuned\n", d.name, name);
+        return;
+    }
+    char threads[16];
+    bool set_threads = cpu && out->has_threads && !(user_threads && user_threads[0]);
+    if (set_threads) {
+        snprintf(threads, sizeof threads, "%u", out->threads.best);
+        setenv("SWITCHYARD_THREADS", threads, 1);
+    }
+    tune_option *t = &out->options[0];
+    if (tune_plugin_option(a->model, plugin, d.name, name, values, n_values, &o, t) == SY_OK) {
+        out->n_options = 1;
+        print_option(t);
+    }
+    if (set_threads)
+        unsetenv("SWITCHYARD_THREADS");
+}
+
 static int tune_one(sy_runtime *rt, uint32_t dev, sy_model *m, const sy_probe *probe,
-                    const tune_args *a, const char *dir)
+                    const tune_args *a, const char *dir, const tune_choices *ch)
 {
     sy_device_desc d;
     sy_runtime_query_device(rt, dev, &d);
@@ -183,6 +265,7 @@ static int tune_one(sy_runtime *rt, uint32_t dev, sy_model *m, const sy_probe *p
         .peak_flops = pd ? pd->flops : 0,
         .peak_bandwidth = pd ? pd->bandwidth_bps : 0,
         .launch_overhead_s = pd ? pd->launch_s : 0,
+        .launch_sync_s = s.launch_sync_s,
     };
     /* Every measured copy from this device to another, one link each
      * (the cost model looks the reverse direction up in the other
@@ -195,18 +278,10 @@ static int tune_one(sy_runtime *rt, uint32_t dev, sy_model *m, const sy_probe *p
         info.links[info.n_links++] = (tune_link){.to = l->to, .bandwidth = l->bps,
                                                  .latency_s = l->latency_s, .sync_s = pd->launch_s};
     }
-    /* The CPU's thread count: the choice tune makes for the cpu plugin. */
-    tune_threads tt;
-    if (a->model && strcmp(d.name, "cpu") == 0 && probe->cores_allowed > 1 &&
-        tune_cpu_threads(a->model, probe->cores_allowed, &o, &tt) == SY_OK) {
-        info.threads = &tt;
-        printf("cpu threads (prefill %u tokens + %u decode steps):", tt.prefill_tokens,
-               tt.decode_steps);
-        for (uint32_t k = 0; k < tt.n; k++)
-            printf(" %u: %.1f ms + %u x %.2f ms%s", tt.threads[k], tt.prefill_s[k] * 1e3,
-                   tt.decode_steps, tt.decode_s[k] * 1e3, k + 1 < tt.n ? ";" : "");
-        printf(" -> %u\n", tt.best);
-    }
+    if (ch && ch->has_threads)
+        info.threads = &ch->threads;
+    info.options = ch ? ch->options : NULL;
+    info.n_options = ch ? ch->n_options : 0;
     char *json = NULL;
     st = tune_profile_json(&info, &s, &json);
     int rc = 1;
@@ -233,10 +308,10 @@ static int tune_one(sy_runtime *rt, uint32_t dev, sy_model *m, const sy_probe *p
            s.n, n_entries, skipped, sy__probe_now() - t0, path);
     for (uint32_t k = 0; k < s.n_steps; k++) {
         const tune_step_note *sn = &s.steps[k];
-        double ratio = sn->nodes_s > 0 ? sn->launch_s / sn->nodes_s : 0;
-        printf("  %-7s %3u token%s after %4u: one launch %8.3f ms, nodes alone %8.3f ms: x%.3f %s\n",
+        printf("  %-7s %3u token%s after %4u: one launch %8.3f ms, nodes alone %8.3f ms: "
+               "node = (alone - %.1f us) x %.3f %s\n",
                sn->tokens == 1 ? "decode" : "prefill", sn->tokens, sn->tokens == 1 ? " " : "s",
-               sn->past, sn->launch_s * 1e3, sn->nodes_s * 1e3, ratio,
+               sn->past, sn->launch_s * 1e3, sn->nodes_s * 1e3, sn->sync_s * 1e6, sn->scale,
                sn->applied ? "applied" : "not applied (other processes preempt the launch)");
     }
     rc = 0;
@@ -298,6 +373,81 @@ static int validate(sy_runtime *rt, uint32_t first, uint32_t last, sy_model *m, 
     return rc;
 }
 
+/* Environment variables tune set for its own runtime (the chosen
+ * settings), unset again at the end. */
+typedef struct tune_env {
+    char names[TUNE_MAX_OPTIONS + 1][48];
+    uint32_t n;
+} tune_env;
+
+/* Sets |name| to |value| unless the user already set it. */
+static void env_apply(const char *name, const char *value, void *ctx)
+{
+    tune_env *e = ctx;
+    const char *cur = getenv(name);
+    if ((cur && cur[0]) || e->n >= TUNE_MAX_OPTIONS + 1)
+        return;
+    setenv(name, value, 1);
+    snprintf(e->names[e->n++], sizeof e->names[0], "%s", name);
+}
+
+/* Applies what |ch| chose (or, without choices, what the profiles in
+ * |dir| of devices |first|..|last| say) to the environment; true when
+ * anything was set, so that the runtime must be created again for the
+ * plugins to read it. */
+static bool apply_choices(sy_runtime *rt, uint32_t first, uint32_t last, const tune_choices *ch,
+                          const char *dir, tune_env *env)
+{
+    uint32_t before = env->n;
+    for (uint32_t dev = first; dev < last; dev++) {
+        sy_device_desc d;
+        sy_runtime_query_device(rt, dev, &d);
+        if (ch) {
+            const tune_choices *c = &ch[dev - first];
+            char v[16];
+            if (c->has_threads) {
+                snprintf(v, sizeof v, "%u", c->threads.best);
+                env_apply("SWITCHYARD_THREADS", v, env);
+            }
+            for (uint32_t k = 0; k < c->n_options; k++)
+                env_apply(c->options[k].name, c->options[k].values[c->options[k].best], env);
+            continue;
+        }
+        char path[1200];
+        profile_path(dir, d.name, path, sizeof path);
+        uint32_t t = strcmp(d.name, "cpu") == 0 ? tune_profile_threads(path) : 0;
+        if (t) {
+            char v[16];
+            snprintf(v, sizeof v, "%u", t);
+            env_apply("SWITCHYARD_THREADS", v, env);
+        }
+        tune_profile_options(path, NULL, env_apply, env);
+    }
+    return env->n > before;
+}
+
+/* Creates the runtime, probe and model afresh (plugins read the settings
+ * when they start). */
+static int reopen(sy_runtime **rt, sy_model **m, sy_probe *probe, const char *devices,
+                  const char *model)
+{
+    sy_model_close(*m);
+    *m = NULL;
+    sy_runtime_destroy(*rt);
+    *rt = sy_cli_runtime_for(devices);
+    if (!*rt)
+        return 1;
+    if (sy_runtime_probe(*rt, NULL, probe) != SY_OK) {
+        fprintf(stderr, "switchyard tune: probe failed: %s\n", sy_runtime_last_error(*rt));
+        return 1;
+    }
+    if (model && sy_model_open(*rt, model, m) != SY_OK) {
+        fprintf(stderr, "switchyard tune: %s\n", sy_runtime_last_error(*rt));
+        return 1;
+    }
+    return 0;
+}
+
 int sy_cli_tune(int argc, char **argv)
 {
     tune_args a = {.past = 128};
@@ -341,15 +491,37 @@ int sy_cli_tune(int argc, char **argv)
         last = first + 1;
     }
     rc = 0;
+    tune_env env = {.n = 0};
+    tune_choices *ch = a.model && !a.no_tune ? calloc(last - first, sizeof *ch) : NULL;
+    if (ch) {
+        /* Settings first (threads, plugin options), each measured in
+         * runtimes of its own; then the ops are timed, and validated, in a
+         * runtime that runs with the settings chosen, as `run` will. */
+        for (uint32_t dev = first; dev < last; dev++)
+            choose(rt, dev, probe, &a, &ch[dev - first]);
+    }
+    if (a.model && apply_choices(rt, first, last, ch, dir, &env)) {
+        if (reopen(&rt, &m, probe, a.device ? devices : NULL, a.model) != 0) {
+            rc = 1;
+            goto out_env;
+        }
+        for (uint32_t k = 0; k < env.n; k++)
+            printf("%s=%s for the runtime that times the ops\n", env.names[k],
+                   getenv(env.names[k]));
+    }
     if (!a.no_tune) {
         printf("tuning %s on %u device(s)%s\n", a.model ? a.model : "the standard set",
                last - first, a.quick ? " (quick)" : "");
         for (uint32_t dev = first; dev < last; dev++)
-            rc |= tune_one(rt, dev, m, probe, &a, dir);
+            rc |= tune_one(rt, dev, m, probe, &a, dir, ch ? &ch[dev - first] : NULL);
         printf("tuned in %.1f s\n", sy__probe_now() - t0);
     }
     if (a.validate && rc == 0)
         rc = validate(rt, first, last, m, &a, dir);
+out_env:
+    for (uint32_t k = 0; k < env.n; k++)
+        unsetenv(env.names[k]);
+    free(ch);
 out_model:
     sy_model_close(m);
 out_probe:

@@ -35,6 +35,11 @@ typedef struct tune_sample {
 typedef struct tune_step_note {
     uint32_t tokens, past;
     double launch_s, nodes_s; /* the step as one launch; the sum of its nodes alone */
+    /* What a node's own launch pays on top of its share of the step
+     * (sync_s, subtracted from each node: a decode step's saving per
+     * launch, (nodes_s - launch_s) / (nodes - 1), where positive), then
+     * the factor that makes the rest add up to the step (scale). */
+    double sync_s, scale;
     bool applied;
 } tune_step_note;
 
@@ -43,6 +48,9 @@ typedef struct tune_samples {
     uint32_t n, cap;
     tune_step_note steps[TUNE_MAX_STEPS]; /* model steps timed in place */
     uint32_t n_steps;
+    /* The device's launch_sync_s: the median of its decode steps' sync_s
+     * (0 without a model, or where lone launches cost no more). */
+    double launch_sync_s;
 } tune_samples;
 
 sy_status tune_samples_add(tune_samples *s, const tune_sample *x);
@@ -74,9 +82,12 @@ typedef struct tune_link {
 typedef struct tune_device_info {
     const char *device, *plugin, *plugin_version, *version;
     double peak_flops, peak_bandwidth, launch_overhead_s; /* 0: leave out */
+    double launch_sync_s;                                 /* 0: leave out */
     tune_link links[TUNE_MAX_LINKS];
     uint32_t n_links;
     const struct tune_threads *threads; /* the CPU's thread count, or NULL */
+    const struct tune_option *options;  /* plugin settings tune chose */
+    uint32_t n_options;
 } tune_device_info;
 
 /* The CPU thread count tune chose (tune_threads.c): every count measured
@@ -93,7 +104,46 @@ typedef struct tune_threads {
     uint32_t prefill_tokens, decode_steps;
 } tune_threads;
 
+/* A plugin setting tune chose by measurement (tune_threads.c): the
+ * environment variable the plugin reads when it starts, every value
+ * tried with the model's decode and prefill steps as one launch each
+ * (medians over rounds that alternate between the values, each value in
+ * a runtime of its own, all alive together), and the value that serves a
+ * prompt of prefill_tokens plus decode_steps generated tokens fastest
+ * (the first value, the plugin's default, unless another is faster by
+ * TUNE_OPTION_MARGIN).
+ * Stored in the profile's "options" (docs/profiles.md); `run`, `bench`
+ * and `plan` set it before the plugin starts unless the user did. */
+#define TUNE_MAX_OPTION_VALUES 6u
+#define TUNE_OPTION_MARGIN 0.03
+#define TUNE_MAX_OPTIONS 4u
+
+typedef struct tune_option {
+    char name[48];
+    uint32_t n;
+    char values[TUNE_MAX_OPTION_VALUES][16];
+    double decode_s[TUNE_MAX_OPTION_VALUES], prefill_s[TUNE_MAX_OPTION_VALUES];
+    uint32_t best; /* index into values */
+    uint32_t prefill_tokens, decode_steps;
+} tune_option;
+
 struct tune_opts;
+
+/* Tunes |name| (an environment variable |plugin| reads at init) over
+ * |values| for |device| with the model at |model_path|: one runtime per
+ * value loading only |plugin|, alternating rounds (tune_option).  The
+ * variable is restored afterwards.  SY_OK when every value was measured. */
+sy_status tune_plugin_option(const char *model_path, const char *plugin, const char *device,
+                             const char *name, const char *const *values, uint32_t n_values,
+                             const struct tune_opts *o, tune_option *out);
+
+/* Calls |apply| for every (name, value) of the "options" object of the
+ * profile at |path| whose name starts with SWITCHYARD_ and whose value is
+ * plain ([A-Za-z0-9_.-], under 64 characters).  Returns how many, or -1
+ * when the file does not read as JSON or (|device| not NULL) describes
+ * another device. */
+int tune_profile_options(const char *path, const char *device,
+                         void (*apply)(const char *name, const char *value, void *ctx), void *ctx);
 
 /* Times the decode (after o->decode_past) and prefill (o->prefill_tokens)
  * steps of the model at |model_path| on the cpu plugin with 1, 2, 4, ...
@@ -154,6 +204,22 @@ typedef struct sy_bench sy_bench;
 sy_status tune_time_sequence(sy_bench *b, sy_graph *g, uint32_t reps, double *out_s,
                              double *out_step_s);
 
+/* Splits a step's lone-launch overhead from its nodes' own time
+ * (tune_step_note): with |sync_s| < 0 the step's own saving per launch
+ * (decode), else |sync_s| (the device's, for longer steps); then the
+ * scale that makes the nodes add up to the step as one launch.  Neither
+ * is applied (applied false, sync_s 0, scale 1) when the scale falls
+ * outside [TUNE_MIN_FACTOR, TUNE_MAX_FACTOR]: other processes preempted
+ * the launches. */
+void tune_step_split(tune_step_note *n, uint32_t n_nodes, double sync_s);
+
+/* A node's share of the step as one launch from its time alone:
+ * (alone - sync_s) * scale, never under a quarter of the lone time. */
+double tune_node_in_step(const tune_step_note *n, double alone_s);
+
+/* The median sync_s of |s|'s applied decode steps, or 0. */
+double tune_launch_sync(const tune_samples *s);
+
 /* Predicted against measured for one step of a model on one device. */
 typedef struct tune_step_report {
     uint32_t tokens, past;
@@ -168,7 +234,11 @@ typedef struct tune_step_report {
      * nodes_s within [TUNE_MIN_FACTOR, TUNE_MAX_FACTOR], else 1): its share
      * of the step as one launch, what tune's points stand for. */
     double node_median_in_step, step_factor;
-    double predicted_s; /* sum of the nodes' predictions */
+    /* The profile's launch_sync_s: a node alone is predicted as its cost
+     * in a step plus this, the step as one launch as the sum plus it once. */
+    double sync_s;
+    double predicted_s;       /* sum of the nodes' predictions + sync_s (one launch) */
+    double predicted_nodes_s; /* sum of the nodes' predictions as lone launches */
     double launch_s;    /* the step measured as one launch (what a session runs) */
     double nodes_s;     /* sum of the nodes measured one launch each */
 } tune_step_report;

@@ -235,6 +235,42 @@ sy_status tune_time_sequence(sy_bench *b, sy_graph *g, uint32_t reps, double *ou
     return st;
 }
 
+void tune_step_split(tune_step_note *n, uint32_t n_nodes, double sync_s)
+{
+    /* A decode step is many short nodes, where a lone launch's extra
+     * (waiting for the device, waking it again) is a fixed price per
+     * launch: it is what the step saves per node.  Longer steps take the
+     * decode steps' figure. */
+    if (sync_s < 0)
+        sync_s = n_nodes > 1 && n->nodes_s > n->launch_s
+                     ? (n->nodes_s - n->launch_s) / (double)(n_nodes - 1)
+                     : 0.0;
+    if (!(n->nodes_s - n_nodes * sync_s > 0))
+        sync_s = 0;
+    double rest = n->nodes_s - n_nodes * sync_s;
+    double scale = rest > 0 ? (n->launch_s - sync_s) / rest : 1.0;
+    n->applied = scale >= TUNE_MIN_FACTOR && scale <= TUNE_MAX_FACTOR;
+    n->sync_s = n->applied ? sync_s : 0.0;
+    n->scale = n->applied ? scale : 1.0;
+}
+
+double tune_node_in_step(const tune_step_note *n, double alone_s)
+{
+    double in = (alone_s - n->sync_s) * n->scale;
+    double floor = alone_s * TUNE_MIN_FACTOR * 0.5;
+    return in > floor ? in : floor;
+}
+
+double tune_launch_sync(const tune_samples *s)
+{
+    double v[TUNE_MAX_STEPS];
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < s->n_steps; k++)
+        if (s->steps[k].tokens == 1 && s->steps[k].applied)
+            v[n++] = s->steps[k].sync_s;
+    return n ? tb_median(v, n) : 0.0;
+}
+
 /* Times every node of |g| in place on |dev| and adds one sample per
  * distinct key: the median over the nodes sharing it (30 layers give 30
  * timings of the same shape class; the median drops a layer whose caches
@@ -250,18 +286,19 @@ static sy_status tb_model_inplace(sy_bench *b, sy_graph *g, uint32_t step_tokens
     double launch_s = 0, nodes_s = 0;
     if (st == SY_OK)
         st = tune_time_sequence(b, g, tune_reps(o), t, &launch_s);
+    uint32_t n_run = 0;
     for (uint32_t i = 0; i < nn && st == SY_OK; i++) {
         tb_key(sy_graph_node(g, i), nk[i], sizeof nk[i]);
         nodes_s += t[i];
+        n_run += t[i] > 0;
     }
-    double factor = nodes_s > 0 ? launch_s / nodes_s : 1.0;
-    bool applied = factor >= TUNE_MIN_FACTOR && factor <= TUNE_MAX_FACTOR;
-    if (!applied)
-        factor = 1.0;
-    if (st == SY_OK && out->n_steps < TUNE_MAX_STEPS)
-        out->steps[out->n_steps++] = (tune_step_note){.tokens = step_tokens, .past = step_past,
-                                                      .launch_s = launch_s, .nodes_s = nodes_s,
-                                                      .applied = applied};
+    tune_step_note note = {.tokens = step_tokens, .past = step_past, .launch_s = launch_s,
+                           .nodes_s = nodes_s};
+    tune_step_split(&note, n_run, step_tokens == 1 ? -1.0 : out->launch_sync_s);
+    if (st == SY_OK && out->n_steps < TUNE_MAX_STEPS) {
+        out->steps[out->n_steps++] = note;
+        out->launch_sync_s = tune_launch_sync(out);
+    }
     for (uint32_t i = 0; i < nn && st == SY_OK; i++) {
         const sy_node *n = sy_graph_node(g, i);
         if (sy_op_is_view(n->op) || t[i] <= 0)
@@ -280,7 +317,7 @@ static sy_status tb_model_inplace(sy_bench *b, sy_graph *g, uint32_t step_tokens
         sy_op_cost(n, &flops, &bytes);
         tune_sample x = {.op = n->op, .dtype = (int32_t)n->inputs[0]->dtype,
                          .flops = (double)flops, .bytes = (double)bytes,
-                         .seconds = tb_median(same, ns) * factor};
+                         .seconds = tune_node_in_step(&note, tb_median(same, ns))};
         tb_label(n, &x);
         if (o->verbose)
             fprintf(stderr, "  %-10s %-5s %-20s %10.1f us (%u nodes)\n", sy_op_name((sy_op)x.op),

@@ -204,6 +204,8 @@ sy_status tune_profile_json(const tune_device_info *info, const tune_samples *s,
         add_num(root, "peak_bandwidth", info->peak_bandwidth);
     if (info->launch_overhead_s > 0)
         add_num(root, "launch_overhead_s", info->launch_overhead_s);
+    if (info->launch_sync_s > 0)
+        add_num(root, "launch_sync_s", info->launch_sync_s);
     cJSON *ops = cJSON_AddArrayToObject(root, "ops");
     for (uint32_t i = 0; i < s->n;) {
         uint32_t j = i;
@@ -248,6 +250,29 @@ sy_status tune_profile_json(const tune_device_info *info, const tune_samples *s,
             add_num(e, "prefill_s", t->prefill_s[i]);
             cJSON_AddItemToArray(ms, e);
         }
+    }
+    /* The chosen settings as the environment the plugin reads, then what
+     * every value measured. */
+    cJSON *opts = info->n_options ? cJSON_AddObjectToObject(root, "options") : NULL;
+    cJSON *trials = info->n_options ? cJSON_AddArrayToObject(root, "option_trials") : NULL;
+    for (uint32_t i = 0; i < info->n_options; i++) {
+        const tune_option *t = &info->options[i];
+        if (t->n == 0 || t->best >= t->n)
+            continue;
+        cJSON_AddStringToObject(opts, t->name, t->values[t->best]);
+        cJSON *tr = cJSON_CreateObject();
+        cJSON_AddStringToObject(tr, "name", t->name);
+        cJSON_AddNumberToObject(tr, "prefill_tokens", t->prefill_tokens);
+        cJSON_AddNumberToObject(tr, "decode_steps", t->decode_steps);
+        cJSON *ms = cJSON_AddArrayToObject(tr, "measured");
+        for (uint32_t k = 0; k < t->n; k++) {
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddStringToObject(e, "value", t->values[k]);
+            add_num(e, "decode_s", t->decode_s[k]);
+            add_num(e, "prefill_s", t->prefill_s[k]);
+            cJSON_AddItemToArray(ms, e);
+        }
+        cJSON_AddItemToArray(trials, tr);
     }
     cJSON *links = info->n_links ? cJSON_AddArrayToObject(root, "links") : NULL;
     for (uint32_t i = 0; i < info->n_links && i < TUNE_MAX_LINKS; i++) {

@@ -1,11 +1,16 @@
-/* The CPU's thread count, the per-device choice `switchyard tune` makes
- * for the cpu plugin: the model's decode and prefill steps are timed as
+/* The per-device choices `switchyard tune` makes by measurement.  The
+ * CPU's thread count: the model's decode and prefill steps are timed as
  * one launch each with 1, 2, 4, ... up to every core (the plugin reads
  * SWITCHYARD_THREADS when it starts, so each count gets its own runtime),
  * and the count that serves a prompt plus a reply fastest is stored in the
  * cpu profile ("threads", docs/profiles.md), where `run` and `bench` find
- * it (cli_probe.c). */
+ * it (cli_probe.c).  Plugin settings (the cpu plugin's GEMM tile rows,
+ * the OpenCL plugin's single-token matmul kernel) go the same way, as the
+ * environment variables the plugins read at init: one runtime per value,
+ * all alive at once, timed in alternating rounds; the fastest value is
+ * stored in the profile's "options". */
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +18,10 @@
 #include "probe.h"
 #include "tune.h"
 
-/* Times |m|'s step of |T| tokens after |past| on device 0 of |rt| as one
- * launch: sy__timing_estimate over |reps| launches after a warm one. */
-static sy_status tt_step(sy_runtime *rt, const sy_model *m, uint32_t T, uint32_t past,
-                         uint32_t reps, double *out_s)
+/* Times |m|'s step of |T| tokens after |past| on device |dev| of |rt| as
+ * one launch: sy__timing_estimate over |reps| launches after a warm one. */
+static sy_status tt_step_on(sy_runtime *rt, uint32_t dev, const sy_model *m, uint32_t T,
+                            uint32_t past, uint32_t reps, double *out_s)
 {
     sy_graph *g = NULL;
     void *scratch = NULL;
@@ -24,7 +29,7 @@ static sy_status tt_step(sy_runtime *rt, const sy_model *m, uint32_t T, uint32_t
     if (st != SY_OK)
         return st;
     sy_bench *b = NULL;
-    st = sy_bench_create(rt, g, 0, &b);
+    st = sy_bench_create(rt, g, dev, &b);
     if (st == SY_OK)
         st = sy_bench_time(b, 0, sy_graph_node_count(g), 1, reps, 10.0, out_s);
     sy_bench_destroy(b);
@@ -62,9 +67,9 @@ sy_status tune_cpu_threads(const char *model_path, uint32_t cores, const tune_op
         uint32_t i = out->n;
         out->threads[i] = t;
         if (st == SY_OK)
-            st = tt_step(rt, m, 1, o->decode_past, tune_reps(o), &out->decode_s[i]);
+            st = tt_step_on(rt, 0, m, 1, o->decode_past, tune_reps(o), &out->decode_s[i]);
         if (st == SY_OK)
-            st = tt_step(rt, m, out->prefill_tokens, 0, tune_reps(o), &out->prefill_s[i]);
+            st = tt_step_on(rt, 0, m, out->prefill_tokens, 0, tune_reps(o), &out->prefill_s[i]);
         if (st == SY_OK)
             out->n++;
         else if (rt)
@@ -109,4 +114,135 @@ uint32_t tune_profile_threads(const char *path)
                      : 0;
     cJSON_Delete(root);
     return v;
+}
+
+/* ------------------------------------------------------ plugin options */
+
+static int to_cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+sy_status tune_plugin_option(const char *model_path, const char *plugin, const char *device,
+                             const char *name, const char *const *values, uint32_t n_values,
+                             const tune_opts *o, tune_option *out)
+{
+    memset(out, 0, sizeof *out);
+    if (n_values == 0 || n_values > TUNE_MAX_OPTION_VALUES)
+        return SY_E_INVALID_ARG;
+    snprintf(out->name, sizeof out->name, "%s", name);
+    out->prefill_tokens = o->prefill_tokens ? o->prefill_tokens : 1;
+    out->decode_steps = TUNE_THREADS_DECODE_STEPS;
+    const char *env = getenv(name);
+    char saved[64] = "";
+    if (env)
+        snprintf(saved, sizeof saved, "%s", env);
+    sy_runtime *rt[TUNE_MAX_OPTION_VALUES] = {0};
+    sy_model *m[TUNE_MAX_OPTION_VALUES] = {0};
+    uint32_t dev[TUNE_MAX_OPTION_VALUES] = {0};
+    sy_status st = SY_OK;
+    for (uint32_t v = 0; v < n_values && st == SY_OK; v++) {
+        snprintf(out->values[v], sizeof out->values[v], "%s", values[v]);
+        setenv(name, values[v], 1);
+        sy_runtime_options ro;
+        sy_runtime_options_init(&ro);
+        ro.plugins = plugin;
+        st = sy_runtime_create(&ro, &rt[v]);
+        if (st == SY_OK)
+            st = sy_runtime_find_device(rt[v], device, &dev[v]);
+        if (st == SY_OK)
+            st = sy_model_open(rt[v], model_path, &m[v]);
+        if (st != SY_OK && rt[v])
+            fprintf(stderr, "switchyard tune: %s=%s: %s\n", name, values[v],
+                    sy_runtime_last_error(rt[v]));
+    }
+    if (saved[0])
+        setenv(name, saved, 1);
+    else
+        unsetenv(name);
+    /* Rounds alternate between the values, so that a minute of load hits
+     * every value alike; each figure is the median over the rounds. */
+    const uint32_t rounds = o->quick ? 3 : 5, reps = o->quick ? 2 : 3;
+    double dec[TUNE_MAX_OPTION_VALUES][8], pre[TUNE_MAX_OPTION_VALUES][8];
+    for (uint32_t r = 0; r < rounds && st == SY_OK; r++)
+        for (uint32_t v = 0; v < n_values && st == SY_OK; v++) {
+            uint32_t k = (v + r) % n_values;
+            st = tt_step_on(rt[k], dev[k], m[k], 1, o->decode_past, reps, &dec[k][r]);
+            if (st == SY_OK)
+                st = tt_step_on(rt[k], dev[k], m[k], out->prefill_tokens, 0, reps, &pre[k][r]);
+            if (st != SY_OK)
+                fprintf(stderr, "switchyard tune: %s=%s: %s\n", name, values[k],
+                        sy_runtime_last_error(rt[k]));
+        }
+    /* The first value is the plugin's default; another replaces it only
+     * when it serves TUNE_OPTION_MARGIN faster, so that noise between
+     * equal values never moves a setting. */
+    double best = 0, dflt = 0;
+    for (uint32_t v = 0; v < n_values && st == SY_OK; v++) {
+        qsort(dec[v], rounds, sizeof dec[v][0], to_cmp);
+        qsort(pre[v], rounds, sizeof pre[v][0], to_cmp);
+        out->decode_s[v] = dec[v][rounds / 2];
+        out->prefill_s[v] = pre[v][rounds / 2];
+        double cost = out->prefill_s[v] + out->decode_s[v] * out->decode_steps;
+        if (v == 0)
+            best = dflt = cost;
+        else if (cost < best && cost < dflt * (1.0 - TUNE_OPTION_MARGIN)) {
+            best = cost;
+            out->best = v;
+        }
+    }
+    if (st == SY_OK)
+        out->n = n_values;
+    for (uint32_t v = 0; v < n_values; v++) {
+        sy_model_close(m[v]);
+        sy_runtime_destroy(rt[v]);
+    }
+    return st;
+}
+
+static bool to_plain(const char *v)
+{
+    size_t n = strlen(v);
+    if (n == 0 || n >= 64)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)v[i]) && v[i] != '_' && v[i] != '.' && v[i] != '-')
+            return false;
+    return true;
+}
+
+int tune_profile_options(const char *path, const char *device,
+                         void (*apply)(const char *name, const char *value, void *ctx), void *ctx)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    char *buf = NULL;
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (size > 0 && size < (16l << 20) && fseek(f, 0, SEEK_SET) == 0)
+        buf = malloc((size_t)size + 1);
+    size_t n = buf ? fread(buf, 1, (size_t)size, f) : 0;
+    fclose(f);
+    cJSON *root = buf ? cJSON_ParseWithLength(buf, n) : NULL;
+    free(buf);
+    const cJSON *dev = cJSON_GetObjectItemCaseSensitive(root, "device");
+    if (!root || (device && (!cJSON_IsString(dev) || strcmp(dev->valuestring, device) != 0))) {
+        cJSON_Delete(root);
+        return -1;
+    }
+    const cJSON *opts = cJSON_GetObjectItemCaseSensitive(root, "options");
+    int count = 0;
+    const cJSON *it = NULL;
+    if (cJSON_IsObject(opts))
+        cJSON_ArrayForEach(it, opts)
+        {
+            if (!it->string || strncmp(it->string, "SWITCHYARD_", 11) != 0 ||
+                !to_plain(it->string) || !cJSON_IsString(it) || !to_plain(it->valuestring))
+                continue;
+            apply(it->string, it->valuestring, ctx);
+            count++;
+        }
+    cJSON_Delete(root);
+    return count;
 }

@@ -66,6 +66,11 @@ sy_status tune_validate_step(sy_runtime *rt, uint32_t dev, const sy__device_mode
     st = tune_time_sequence(b, g, tune_reps(o), meas, &out->launch_s);
     if (st != SY_OK)
         goto out_free;
+    /* A node's prediction is its share of a step; launched and waited
+     * for alone it also pays the device's launch_sync_s, and so does a
+     * step as one launch, once. */
+    const double sync = dm->profile ? dm->profile->launch_sync_s : 0.0;
+    out->sync_s = sync;
     uint32_t ne = 0;
     double abs_sum = 0;
     for (uint32_t i = 0; i < nn; i++) {
@@ -75,6 +80,8 @@ sy_status tune_validate_step(sy_runtime *rt, uint32_t dev, const sy__device_mode
         pred[i] = sy__cost_node(dm, n, &unmeasured[i]);
         out->n_unmeasured += unmeasured[i];
         out->predicted_s += pred[i];
+        pred[i] += sync;
+        out->predicted_nodes_s += pred[i];
         out->nodes_s += meas[i];
         abs_sum += fabs(pred[i] - meas[i]);
         err[ne++] = meas[i] > 0 ? fabs(pred[i] - meas[i]) / meas[i] : 0;
@@ -82,6 +89,7 @@ sy_status tune_validate_step(sy_runtime *rt, uint32_t dev, const sy__device_mode
         fam[n->op].pred += pred[i];
         fam[n->op].meas += meas[i];
     }
+    out->predicted_s += sync;
     out->n_nodes = ne;
     out->node_weighted = out->nodes_s > 0 ? abs_sum / out->nodes_s : 0;
     /* Each family's errors in one slice of fam_err. */
@@ -99,17 +107,20 @@ sy_status tune_validate_step(sy_runtime *rt, uint32_t dev, const sy__device_mode
     out->node_p90 = sy__quantile(err, ne, 0.9);
     out->node_median = sy__quantile(err, ne, 0.5);
     /* Against each node's share of the step as one launch: its time alone
-     * scaled as tune scales samples (tune_step_note), which is what a
-     * profile's points stand for on a device whose lone launches pay a
-     * flush the step pays once. */
-    double f = out->nodes_s > 0 ? out->launch_s / out->nodes_s : 1.0;
-    if (!(f >= TUNE_MIN_FACTOR && f <= TUNE_MAX_FACTOR))
-        f = 1.0;
-    out->step_factor = f;
+     * split as tune splits samples (tune_step_note, with the profile's
+     * launch_sync_s), which is what a profile's points stand for on a
+     * device whose lone launches pay a wait the step pays once. */
+    tune_step_note note = {.tokens = T, .past = past, .launch_s = out->launch_s,
+                           .nodes_s = out->nodes_s};
+    tune_step_split(&note, out->n_nodes, sync);
+    out->step_factor = note.scale;
     ne = 0;
-    for (uint32_t i = 0; i < nn; i++)
-        if (!sy_op_is_view(sy_graph_node(g, i)->op))
-            err[ne++] = meas[i] > 0 ? fabs(pred[i] - meas[i] * f) / (meas[i] * f) : 0;
+    for (uint32_t i = 0; i < nn; i++) {
+        if (sy_op_is_view(sy_graph_node(g, i)->op))
+            continue;
+        double in = tune_node_in_step(&note, meas[i]), p = pred[i] - sync;
+        err[ne++] = in > 0 ? fabs(p - in) / in : 0;
+    }
     out->node_median_in_step = sy__quantile(err, ne, 0.5);
     if (report) {
         tune_print_step_report(dm->desc.name, out, report);
@@ -155,16 +166,17 @@ void tune_print_step_report(const char *device, const tune_step_report *r, FILE 
     fprintf(f, "  %s %s: %u nodes, %u unmeasured\n", device, what, r->n_nodes, r->n_unmeasured);
     fprintf(f,
             "    per node |error|: median %.1f%%, p90 %.1f%%, time-weighted %.1f%% (vs each node "
-            "alone); median %.1f%% vs its share of the one-launch step (x%.3f)\n",
-            100 * r->node_median, 100 * r->node_p90, 100 * r->node_weighted,
+            "alone, predicted + %.1f us launch sync); median %.1f%% vs its share of the "
+            "one-launch step (x%.3f)\n",
+            100 * r->node_median, 100 * r->node_p90, 100 * r->node_weighted, r->sync_s * 1e6,
             100 * r->node_median_in_step, r->step_factor);
     fprintf(f,
-            "    step: predicted %.3f ms | measured %.3f ms as one launch (%+.1f%%) | %.3f ms "
-            "node by node (%+.1f%%)\n",
+            "    step: predicted %.3f ms, measured %.3f ms as one launch (%+.1f%%) | predicted "
+            "%.3f ms, measured %.3f ms node by node (%+.1f%%)\n",
             r->predicted_s * 1e3, r->launch_s * 1e3,
             r->launch_s > 0 ? 100 * (r->predicted_s - r->launch_s) / r->launch_s : 0.0,
-            r->nodes_s * 1e3,
-            r->nodes_s > 0 ? 100 * (r->predicted_s - r->nodes_s) / r->nodes_s : 0.0);
+            r->predicted_nodes_s * 1e3, r->nodes_s * 1e3,
+            r->nodes_s > 0 ? 100 * (r->predicted_nodes_s - r->nodes_s) / r->nodes_s : 0.0);
 }
 
 double tune_load_average(void)

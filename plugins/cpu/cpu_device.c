@@ -4,6 +4,8 @@
  *   SWITCHYARD_CPU_ISA   inner-kernel table: auto (default), scalar, avx2,
  *                        avxvnni, avx512
  *   SWITCHYARD_CPU_PIN   0: leave worker threads unpinned (default: pinned)
+ *   SWITCHYARD_CPU_MATMUL_ROWS  weight rows per prefill GEMM tile (4..128,
+ *                        a power of two; default 32), chosen by tune
  *   SWITCHYARD_CPU_ACTIVATIONS  how quantized matmuls take activations:
  *                        q16 (default) as 16-bit integers in two int8
  *                        planes (integer dot products, within the logits
@@ -206,6 +208,19 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
     else if (act && *act && strcmp(act, "q16") != 0)
         cpu_log(s, SY_LOG_WARN, "ignoring SWITCHYARD_CPU_ACTIVATIONS='%s' (want q16, q8 or f32)",
                 act);
+
+    const char *rows = getenv("SWITCHYARD_CPU_MATMUL_ROWS");
+    s->gemm_tile_rows = CPU_MATMUL_GEMM_TILE_ROWS;
+    if (rows && *rows) {
+        char *end = NULL;
+        long v = strtol(rows, &end, 10);
+        if (end && *end == '\0' && v >= 4 && v <= 128 && (v & (v - 1)) == 0)
+            s->gemm_tile_rows = v;
+        else
+            cpu_log(s, SY_LOG_WARN,
+                    "ignoring SWITCHYARD_CPU_MATMUL_ROWS='%s' (want 4, 8, 16, 32, 64 or 128)",
+                    rows);
+    }
 
     s->n_threads = cpu_thread_count(s);
     s->lanes = host->alloc(host->ctx, sizeof(cpu_lane) * s->n_threads, CPU_ALIGN);

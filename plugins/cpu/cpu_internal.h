@@ -40,6 +40,10 @@ typedef struct cpu_lane {
     int64_t chunk_best_index;
 } cpu_lane;
 
+/* Rows per GEMM tile by default: the tile's panels are reused this often
+ * from L2 (SWITCHYARD_CPU_MATMUL_ROWS overrides). */
+#define CPU_MATMUL_GEMM_TILE_ROWS 32
+
 typedef struct cpu_state {
     const sy_host *host;
     hwloc_topology_t topo;
@@ -51,10 +55,16 @@ typedef struct cpu_state {
      * (SWITCHYARD_CPU_ACTIVATIONS): 0 keeps them in F32, 1 or 2 quantizes
      * them to that many int8 planes (q8, q16; see cpu_isa.h). */
     int act_planes;
+    /* Weight rows per prefill GEMM tile (SWITCHYARD_CPU_MATMUL_ROWS, a
+     * power of two in 4..128; default CPU_MATMUL_GEMM_TILE_ROWS): how
+     * often a tile's packed columns are reused from L2 before the next
+     * tile, the choice `switchyard tune` measures. */
+    int64_t gemm_tile_rows;
     cpu_lane *lanes;    /* n_threads entries */
     void *shared;       /* scratch read by every lane (converted inputs) */
     size_t shared_size;
     sy_device_desc desc;
+    uint64_t mem_in_use, mem_peak; /* bytes of buffer_alloc's buffers: now, most at once */
 } cpu_state;
 
 /* Logs |fmt| through the host at |level|.  Never prints by itself. */
@@ -86,6 +96,8 @@ sy_status cpu_buffer_import_host(void *state, uint32_t dev, void *ptr, uint64_t 
                                  void **out_buffer);
 void cpu_buffer_free(void *state, uint32_t dev, void *buffer);
 void *cpu_buffer_host_ptr(void *state, uint32_t dev, void *buffer);
+sy_status cpu_buffer_memory_usage(void *state, uint32_t dev, uint64_t *out_in_use,
+                                  uint64_t *out_peak);
 sy_status cpu_buffer_copy_in(void *state, uint32_t dev, void *buffer, uint64_t offset,
                              const void *src, uint64_t size);
 sy_status cpu_buffer_copy_out(void *state, uint32_t dev, void *buffer, uint64_t offset, void *dst,

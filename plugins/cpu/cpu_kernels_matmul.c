@@ -41,8 +41,6 @@
 #define CPU_MATMUL_SERIAL_QUANTIZE 16384
 /* Columns from which a prefill takes the GEMM (where the table has one). */
 #define CPU_MATMUL_GEMM_MIN_COLS 8
-/* Rows per GEMM tile: the tile's panels are reused this often from L2. */
-#define CPU_MATMUL_GEMM_TILE_ROWS 32
 
 typedef struct cpu_matmul_ctx {
     const cpu_state *s;
@@ -298,7 +296,7 @@ static void cpu_matmul_plan_tiles(cpu_matmul_ctx *c, uint32_t nth, int64_t batch
     const int64_t row_bytes = (int64_t)c->w->nb[1];
     if (c->qgemm) {
         /* Columns counted in panels. */
-        c->tile_rows = CPU_MATMUL_GEMM_TILE_ROWS;
+        c->tile_rows = c->s->gemm_tile_rows;
         c->tile_cols = CPU_MATMUL_TILE_COLS / c->panel_cols;
         while (c->tile_rows > 4 &&
                ((c->n_rows + c->tile_rows - 1) / c->tile_rows) *

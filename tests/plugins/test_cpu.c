@@ -123,6 +123,21 @@ Test(cpu_matmul, handles_many_output_rows_split_across_threads)
     check_matmul(SY_DTYPE_F32, SY_DTYPE_F32, 128, 257, 1, 1, 1, 1, 1);
 }
 
+/* SWITCHYARD_CPU_MATMUL_ROWS (the GEMM tile rows `switchyard tune`
+ * chooses): the smallest and largest counts it takes, over row counts
+ * that leave a remainder, give the reference's results. */
+Test(cpu_matmul, matches_the_reference_with_any_gemm_tile_rows)
+{
+    const char *rows[] = {"4", "128"};
+    for (int i = 0; i < 2; i++) {
+        setenv("SWITCHYARD_CPU_MATMUL_ROWS", rows[i], 1);
+        check_matmul(SY_DTYPE_Q4_0, SY_DTYPE_F32, 256, 301, 40, 1, 1, 1, 1);
+        check_matmul(SY_DTYPE_Q4_K, SY_DTYPE_F16, 256, 67, 71, 1, 1, 1, 1);
+        check_matmul(SY_DTYPE_Q8_0, SY_DTYPE_F32, 96, 9, 12, 2, 1, 4, 3);
+    }
+    unsetenv("SWITCHYARD_CPU_MATMUL_ROWS");
+}
+
 Test(cpu_matmul, falls_back_to_the_reference_for_a_transposed_input)
 {
     tcase tc;
