@@ -141,6 +141,45 @@ const char *st_fixture(const char *name, char *buf, size_t size)
     return buf;
 }
 
+/* ------------------------------------------------------------ planners */
+
+sy_planner *st_planner_with_profiles(sy_runtime *rt)
+{
+    sy_planner *pl = NULL;
+    cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
+    char path[512];
+    cr_assert_eq(
+        sy_planner_load_profile(pl, st_fixture("testdev_fast_matmul.json", path, sizeof path)),
+        SY_OK, "%s", sy_planner_last_error(pl));
+    cr_assert_eq(sy_planner_load_profile(
+                     pl, st_fixture("opaquedev_fast_elementwise.json", path, sizeof path)),
+                 SY_OK, "%s", sy_planner_last_error(pl));
+    return pl;
+}
+
+const st_decoder_shape st_small_decoder = {
+    .n_layer = 3,
+    .n_embd = 64,
+    .n_head = 4,
+    .n_head_kv = 2,
+    .n_ff = 128,
+    .n_vocab = 256,
+    .n_ctx = 32,
+    .n_tokens = 1,
+    .n_past = 5,
+    .kv_type = SY_DTYPE_F16,
+    .with_data = false,
+};
+
+uint32_t st_node_index(const sy_graph *g, const char *name)
+{
+    for (uint32_t i = 0; i < sy_graph_node_count(g); i++)
+        if (strcmp(sy_graph_node(g, i)->name, name) == 0)
+            return i;
+    cr_assert_fail("no node '%s'", name);
+    return 0;
+}
+
 /* ------------------------------------------------------------- graphs */
 
 static void *st_keep(st_graph *sg, size_t bytes)

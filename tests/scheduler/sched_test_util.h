@@ -85,6 +85,16 @@ void st_decoder_graph(st_graph *sg, const st_decoder_shape *shape, uint64_t seed
 
 void st_graph_free(st_graph *sg);
 
+/* A planner on |rt| with the fixtures that make matmuls cheap on testdev
+ * and elementwise ops cheap on opaquedev, so that plans mix devices. */
+sy_planner *st_planner_with_profiles(sy_runtime *rt);
+
+/* A 3-layer decode step (64 wide, 4/2 heads, 32-token context, no data). */
+extern const st_decoder_shape st_small_decoder;
+
+/* The index of |g|'s node named |name|; fails the test when there is none. */
+uint32_t st_node_index(const sy_graph *g, const char *name);
+
 /* ----------------------------------------------------------- plan checks */
 
 /* Checks the invariants every plan keeps: each node runs on a device that
