@@ -162,7 +162,8 @@ typedef struct tune_choices {
 /* The settings tune measures per plugin: the environment variable, its
  * values (the plugin's default first). */
 static const char *const cpu_rows[] = {"32", "16", "64"};
-static const char *const ocl_matvec[] = {"rows", "groups"};
+static const char *const ocl_matvec_cpu[] = {"rows", "groups"};
+static const char *const ocl_matvec_gpu[] = {"groups", "rows"};
 
 static void print_option(const tune_option *t)
 {
@@ -189,7 +190,8 @@ static void choose(sy_runtime *rt, uint32_t dev, const sy_probe *probe, const tu
     const bool cpu = strcmp(d.name, "cpu") == 0;
     /* The CPU's thread count first: the other settings are measured with
      * the count chosen. */
-    char *user_threads = getenv("SWITCHYARD_THREADS");
+    const char *user_env = getenv("SWITCHYARD_THREADS");
+    const bool user_threads = user_env && user_env[0];
     if (cpu && probe->cores_allowed > 1 &&
         tune_cpu_threads(a->model, probe->cores_allowed, &o, &out->threads) == SY_OK) {
         tune_threads *tt = &out->threads;
@@ -208,8 +210,10 @@ static void choose(sy_runtime *rt, uint32_t dev, const sy_probe *probe, const tu
         plugin = "cpu", name = "SWITCHYARD_CPU_MATMUL_ROWS", values = cpu_rows;
         n_values = sizeof cpu_rows / sizeof cpu_rows[0];
     } else if (pd && strcmp(pd->plugin, "opencl") == 0) {
-        plugin = "opencl", name = "SWITCHYARD_OPENCL_MATVEC", values = ocl_matvec;
-        n_values = sizeof ocl_matvec / sizeof ocl_matvec[0];
+        /* The plugin's default first: rows on CPU runtimes, groups else. */
+        plugin = "opencl", name = "SWITCHYARD_OPENCL_MATVEC";
+        values = d.kind == SY_DEVICE_CPU ? ocl_matvec_cpu : ocl_matvec_gpu;
+        n_values = 2;
     }
     if (!plugin)
         return;
@@ -218,7 +222,7 @@ static void choose(sy_runtime *rt, uint32_t dev, const sy_probe *probe, const tu
         return;
     }
     char threads[16];
-    bool set_threads = cpu && out->has_threads && !(user_threads && user_threads[0]);
+    bool set_threads = cpu && out->has_threads && !user_threads;
     if (set_threads) {
         snprintf(threads, sizeof threads, "%u", out->threads.best);
         setenv("SWITCHYARD_THREADS", threads, 1);
