@@ -38,6 +38,37 @@ bool sy_cli_parse_kv_type(const char *name, sy_dtype *out);
  * into so->context_policy and so->window; false when it is none of them. */
 bool sy_cli_parse_context_policy(const char *text, sy_session_options *so);
 
+/* The scheduler's options, the same on plan, run and bench: --devices
+ * (alias --device), --policy, --mem DEV=SIZE and --pin PATTERN=DEV (both
+ * repeatable).  Strings are borrowed from argv. */
+#define SY_CLI_MAX_SCHED_LIST 32
+typedef struct sy_cli_sched {
+    const char *devices, *policy; /* NULL: the command's default */
+    const char *pins[SY_CLI_MAX_SCHED_LIST], *mem[SY_CLI_MAX_SCHED_LIST];
+    uint32_t n_pins, n_mem;
+} sy_cli_sched;
+
+/* The usage lines of those options, for the commands' help texts. */
+#define SY_CLI_SCHED_HELP                                                                          \
+    "  --devices LIST     comma list of devices the scheduler may use\n"                            \
+    "  --policy POLICY    latency (default), energy, cpu-only or prefer:DEVICE\n"                   \
+    "  --mem DEV=SIZE     memory budget of a device (bytes, or K/M/G suffix; cpu: the\n"            \
+    "                     host memory), repeatable\n"                                               \
+    "  --pin PATTERN=DEV  nodes whose name or op matches the glob PATTERN run on DEV\n"             \
+    "                     (first matching pin wins), repeatable\n"
+
+/* When argv[*i] is one of those options, stores its value (argv[*i + 1])
+ * in |out|, advances *i past it and returns 1; returns 0 for any other
+ * option and -1 after printing an error naming |cmd| (a missing or empty
+ * value, a --pin or --mem without both sides of its '=', too many).
+ * Device names, policies and sizes are checked by the planner, whose
+ * error names the option as given and the devices there are. */
+int sy_cli_parse_sched_option(const char *cmd, int argc, char **argv, int *i, sy_cli_sched *out);
+
+/* Copies the options given in |s| into |so| (devices and policy only when
+ * given). */
+void sy_cli_sched_apply(const sy_cli_sched *s, sy_session_options *so);
+
 /* Prints a memory plan as a table, one row per device (cli_memory.c). */
 void sy_cli_print_memory_plan(FILE *f, const sy_memory_plan *p);
 

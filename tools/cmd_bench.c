@@ -34,13 +34,10 @@ typedef struct bench_opts {
     uint32_t batch;
     bool warmup;
     bool json;
-    const char *device;
-    const char *policy; /* scheduler policy ("latency", "energy", "prefer:DEV", ...) */
+    sy_cli_sched sched; /* --devices (default cpu), --policy, --mem, --pin */
     sy_dtype kv_type;
     bool kv_set; /* --kv-type given; else auto-configured (docs/probe.md) */
     uint64_t seed;
-    const char *mem[BENCH_MAX_LIST]; /* --mem budgets */
-    uint32_t n_mem;
     bool fit;
 } bench_opts;
 
@@ -58,6 +55,7 @@ typedef struct bench_result {
     uint64_t peak_rss, kv_bytes;
     sy_cli_peak peaks[SY_MEMORY_MAX_DEVICES]; /* measured vs predicted, per device */
     uint32_t n_peaks;
+    sy_step_stats steps; /* what the executor did in the timed repetitions */
 } bench_result;
 
 static void usage(FILE *f)
@@ -67,6 +65,7 @@ static void usage(FILE *f)
             "                        [-t THREADS[,THREADS...]] [-b BATCH] [-o md|json]\n"
             "                        [--devices LIST] [--policy P] [--kv-type " SY_CLI_KV_TYPES "]\n"
             "                        [--no-warmup] [--seed S] [--mem DEV=SIZE]... [--fit]\n"
+            "                        [--pin PATTERN=DEV]...\n"
             "Measures prompt processing (ppN: N random tokens evaluated as one batch) and\n"
             "decode (tgN: N single-token steps) in tokens/s, mean +- standard deviation over\n"
             "REPS repetitions (default 5) after one warm-up run, with the KV cache cleared\n"
@@ -75,7 +74,8 @@ static void usage(FILE *f)
             "combination; -p 0 or -n 0 skips that test.  Also reported: model load time,\n"
             "time to first token (the prompt's evaluation), KV cache size and peak RSS.\n"
             "--devices: comma list the scheduler may use (default: cpu); --policy: latency\n"
-            "(default), energy, cpu-only or prefer:DEVICE.\n"
+            "(default), energy, cpu-only or prefer:DEVICE; --pin PATTERN=DEV (repeatable):\n"
+            "nodes whose name or op matches the glob run on DEV (as switchyard plan).\n"
             "--mem DEV=SIZE (repeatable): memory budget of a device (cpu: the process's host\n"
             "memory); a test whose session's predicted peak exceeds it is refused, or with\n"
             "--fit runs with a smaller context/KV type.  Each test's measured peak per device\n"
@@ -204,17 +204,55 @@ static const char *base_name(const char *path)
 
 static void print_md_header(void)
 {
-    printf("| model | size | params | threads | test | t/s | ms | load ms | peak RSS | peak / "
-           "predicted |\n");
-    printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+    printf("| model | size | params | threads | devices | test | t/s | ms | load ms | switches "
+           "/ step | moved / step (plan) | peak RSS | peak / predicted |\n");
+    printf("| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+           "--- |\n");
 }
 
-static void print_md_row(const bench_result *r)
+/* Per step of the timed repetitions: |total| / steps. */
+static double per_step(const bench_result *r, uint64_t total)
 {
-    printf("| %s | %.2f MiB | %.2f M | %s | %s | %.2f ± %.2f | %.2f | %.1f | %.1f MiB |",
-           base_name(r->model), (double)r->info.weight_bytes / (1 << 20),
-           (double)r->info.n_params / 1e6, r->threads, r->test, r->mean_ts, r->sd_ts,
-           r->mean_ms, r->load_ms, (double)r->peak_rss / (1 << 20));
+    return r->steps.steps ? (double)total / (double)r->steps.steps : 0.0;
+}
+
+/* The scheduler options of |o| in one cell: "cpu,opencl:0 prefer:opencl:0
+ * pin blk.*.ffn_*=cpu" (pins in backquotes: their stars are not emphasis). */
+static void print_md_devices(const sy_cli_sched *o)
+{
+    printf(" %s", o->devices);
+    if (o->policy)
+        printf(" %s", o->policy);
+    for (uint32_t k = 0; k < o->n_pins; k++)
+        printf(" pin `%s`", o->pins[k]);
+    for (uint32_t k = 0; k < o->n_mem; k++)
+        printf(" mem %s", o->mem[k]);
+    printf(" |");
+}
+
+static void print_json_string(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", (unsigned)(unsigned char)*s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static void print_md_row(const bench_result *r, const sy_cli_sched *o)
+{
+    printf("| %s | %.2f MiB | %.2f M | %s |", base_name(r->model),
+           (double)r->info.weight_bytes / (1 << 20), (double)r->info.n_params / 1e6, r->threads);
+    print_md_devices(o);
+    printf(" %s | %.2f ± %.2f | %.2f | %.1f | %.1f | %.1f KiB (%.1f KiB) | %.1f MiB |", r->test,
+           r->mean_ts, r->sd_ts, r->mean_ms, r->load_ms, per_step(r, r->steps.switches),
+           per_step(r, r->steps.transfer_bytes) / 1024.0,
+           per_step(r, r->steps.planned_bytes) / 1024.0, (double)r->peak_rss / (1 << 20));
     for (uint32_t k = 0; k < r->n_peaks; k++)
         printf("%s %s %.1f / %.1f MiB", k ? "," : "", r->peaks[k].name,
                (double)r->peaks[k].measured / (1 << 20), (double)r->peaks[k].predicted / (1 << 20));
@@ -222,7 +260,7 @@ static void print_md_row(const bench_result *r)
     fflush(stdout);
 }
 
-static void print_json_row(const bench_result *r, bool first)
+static void print_json_row(const bench_result *r, const sy_cli_sched *o, bool first)
 {
     printf("%s  {\"model\": \"%s\", \"arch\": \"%s\", \"weight_bytes\": %llu, \"n_params\": %llu, "
            "\"threads\": %s%s%s, \"test\": \"%s\", \"n_prompt\": %u, \"n_gen\": %u, "
@@ -242,7 +280,21 @@ static void print_json_row(const bench_result *r, bool first)
         printf("%s{\"device\": \"%s\", \"measured_bytes\": %llu, \"predicted_bytes\": %llu}",
                k ? ", " : "", r->peaks[k].name, (unsigned long long)r->peaks[k].measured,
                (unsigned long long)r->peaks[k].predicted);
-    printf("]}");
+    printf("], \"devices\": ");
+    print_json_string(o->devices);
+    printf(", \"policy\": ");
+    print_json_string(o->policy ? o->policy : "latency");
+    printf(", \"pins\": [");
+    for (uint32_t k = 0; k < o->n_pins; k++) {
+        printf("%s", k ? ", " : "");
+        print_json_string(o->pins[k]);
+    }
+    printf("], \"steps\": %llu, \"segments_per_step\": %.4f, \"switches_per_step\": %.4f, "
+           "\"transfers_per_step\": %.4f, \"transfer_bytes_per_step\": %.1f, "
+           "\"planned_transfer_bytes_per_step\": %.1f}",
+           (unsigned long long)r->steps.steps, per_step(r, r->steps.segments),
+           per_step(r, r->steps.switches), per_step(r, r->steps.transfers),
+           per_step(r, r->steps.transfer_bytes), per_step(r, r->steps.planned_bytes));
     fflush(stdout);
 }
 
@@ -255,12 +307,10 @@ static int run_test(const bench_opts *o, sy_model *m, bench_result *r, uint32_t 
     so.n_ctx = n_prompt + n_gen;
     so.n_batch = n_prompt ? (n_prompt < o->batch ? n_prompt : o->batch) : 1;
     so.kv_type = o->kv_type;
-    so.devices = o->device;
-    so.policy = o->policy;
-    so.mem = o->mem;
-    so.n_mem = o->n_mem;
+    sy_cli_sched_apply(&o->sched, &so);
     so.fit = o->fit;
-    /* Each test's peak from here: the process's high-water mark restarts. */
+    /* Each test's peak from here: the process's high-water mark and the
+     * plugins' device peaks restart. */
     sy_cli_reset_peak();
     sy_session *s = NULL;
     sy_status st = sy_session_create(m, &so, &s);
@@ -285,11 +335,25 @@ static int run_test(const bench_opts *o, sy_model *m, bench_result *r, uint32_t 
     const uint32_t n_vocab = r->info.n_vocab;
     if (o->warmup && run_once(s, seed, n_vocab, n_prompt, n_gen ? 1 : 0, tokens) < 0)
         goto out_free;
+    sy_step_stats before, after;
+    sy_step_stats_init(&before);
+    sy_step_stats_init(&after);
+    sy_session_query_step_stats(s, &before);
     for (uint32_t i = 0; i < o->reps; i++) {
         ms[i] = run_once(s, seed, n_vocab, n_prompt, n_gen, tokens);
         if (ms[i] < 0)
             goto out_free;
     }
+    sy_session_query_step_stats(s, &after);
+    r->steps = (sy_step_stats){
+        .struct_size = sizeof r->steps,
+        .steps = after.steps - before.steps,
+        .segments = after.segments - before.segments,
+        .switches = after.switches - before.switches,
+        .transfers = after.transfers - before.transfers,
+        .transfer_bytes = after.transfer_bytes - before.transfer_bytes,
+        .planned_bytes = after.planned_bytes - before.planned_bytes,
+    };
     summarize(r, ms);
     r->peak_rss = peak_rss_bytes();
     if (!sy_cli_memory_peaks(s, r->peaks, SY_MEMORY_MAX_DEVICES, &r->n_peaks))
@@ -312,7 +376,7 @@ static int bench_model(const bench_opts *o, const char *path, const char *thread
     sy_probe *probe = calloc(1, sizeof *probe);
     /* Only the plugins of the devices named: an unused GPU stack would show
      * in every peak. */
-    sy_runtime *rt = probe ? sy_cli_runtime_probed("bench", o->device, path, probe) : NULL;
+    sy_runtime *rt = probe ? sy_cli_runtime_probed("bench", o->sched.devices, path, probe) : NULL;
     if (!rt) {
         free(probe);
         return 1;
@@ -351,9 +415,9 @@ static int bench_model(const bench_opts *o, const char *path, const char *thread
             if (run_test(o, m, r, kind == 0 ? n : 0, kind == 1 ? n : 0, &seed) != 0)
                 goto out_result;
             if (o->json)
-                print_json_row(r, *first);
+                print_json_row(r, &o->sched, *first);
             else
-                print_md_row(r);
+                print_md_row(r, &o->sched);
             *first = false;
         }
     }
@@ -383,6 +447,11 @@ int sy_cli_bench(int argc, char **argv)
         const char *a = argv[i];
         char *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool ok = true;
+        int sched_opt = sy_cli_parse_sched_option("bench", argc, argv, &i, &o.sched);
+        if (sched_opt < 0)
+            return 2;
+        if (sched_opt > 0)
+            continue;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
@@ -412,16 +481,6 @@ int sy_cli_bench(int argc, char **argv)
                 o.json = true;
             else if (strcmp(v, "md") != 0)
                 ok = false, fprintf(stderr, "switchyard bench: -o takes md or json\n");
-        } else if (strcmp(a, "--devices") == 0 || strcmp(a, "--device") == 0) {
-            o.device = v;
-        } else if (strcmp(a, "--policy") == 0) {
-            o.policy = v;
-        } else if (strcmp(a, "--mem") == 0) {
-            if (o.n_mem == BENCH_MAX_LIST)
-                ok = false, fprintf(stderr, "switchyard bench: at most %d --mem options\n",
-                                    BENCH_MAX_LIST);
-            else
-                o.mem[o.n_mem++] = v;
         } else if (strcmp(a, "--kv-type") == 0) {
             o.kv_set = true;
             if (!sy_cli_parse_kv_type(v, &o.kv_type))
@@ -437,6 +496,9 @@ int sy_cli_bench(int argc, char **argv)
             return 2;
         i++;
     }
+    /* As run: the CPU alone unless told (docs/cli.md). */
+    if (!o.sched.devices)
+        o.sched.devices = "cpu";
     for (uint32_t i = 0; i < o.threads.n; i++)
         if (strcmp(o.threads.items[i], "0") == 0) {
             fprintf(stderr, "switchyard bench: -t needs at least one thread\n");

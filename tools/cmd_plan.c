@@ -21,10 +21,8 @@ static void usage(FILE *f)
         "                       [--algorithm auto|dp|list|exhaustive] [--explain] [--json]\n"
         "                       [--dot FILE] [--memory [--kv-type T] [--batch N]] [--fit]\n"
         "Plans one step of MODEL (default %s) and prints a summary.\n"
-        "  --devices LIST     comma list of devices to use (default: all)\n"
-        "  --policy POLICY    latency (default), energy, cpu-only or prefer:DEVICE\n"
-        "  --mem DEV=SIZE     memory budget of a device (bytes, or K/M/G suffix)\n"
-        "  --pin PATTERN=DEV  nodes whose name or op matches PATTERN run on DEV\n"
+        SY_CLI_SCHED_HELP
+        "                     (--devices default: every loaded device)\n"
         "  --profile FILE     load a device profile (profiles/schema.json) over the one\n"
         "                     found by default ($SWITCHYARD_PROFILE_DIR, the tune output\n"
         "                     dir, the shipped profiles/; docs/profiles.md)\n"
@@ -44,9 +42,10 @@ static void usage(FILE *f)
 }
 
 typedef struct plan_args {
-    const char *model, *devices, *policy, *dot, *phase;
-    const char *pins[PLAN_MAX_LIST], *mem[PLAN_MAX_LIST], *profiles[PLAN_MAX_LIST];
-    uint32_t n_pins, n_mem, n_profiles;
+    const char *model, *dot, *phase;
+    sy_cli_sched sched; /* --devices, --policy, --mem, --pin */
+    const char *profiles[PLAN_MAX_LIST];
+    uint32_t n_profiles;
     uint32_t tokens, ctx, batch;
     sy_plan_algorithm algorithm;
     sy_dtype kv_type;
@@ -68,6 +67,11 @@ static int parse(int argc, char **argv, plan_args *a)
 {
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int sched = sy_cli_parse_sched_option("plan", argc, argv, &i, &a->sched);
+        if (sched < 0)
+            return 2;
+        if (sched > 0)
+            continue;
         if (strcmp(o, "--help") == 0 || strcmp(o, "-h") == 0) {
             usage(stdout);
             return -1;
@@ -84,10 +88,6 @@ static int parse(int argc, char **argv, plan_args *a)
             return 2;
         } else if (strcmp(o, "-m") == 0 || strcmp(o, "--model") == 0) {
             a->model = argv[++i];
-        } else if (strcmp(o, "--devices") == 0) {
-            a->devices = argv[++i];
-        } else if (strcmp(o, "--policy") == 0) {
-            a->policy = argv[++i];
         } else if (strcmp(o, "--dot") == 0) {
             a->dot = argv[++i];
         } else if (strcmp(o, "--phase") == 0) {
@@ -96,12 +96,6 @@ static int parse(int argc, char **argv, plan_args *a)
                 fprintf(stderr, "switchyard plan: --phase is prefill or decode, got '%s'\n", v);
                 return 2;
             }
-        } else if (strcmp(o, "--pin") == 0) {
-            if (!push(a->pins, &a->n_pins, argv[++i], o))
-                return 2;
-        } else if (strcmp(o, "--mem") == 0) {
-            if (!push(a->mem, &a->n_mem, argv[++i], o))
-                return 2;
         } else if (strcmp(o, "--kv-type") == 0) {
             if (!sy_cli_parse_kv_type(argv[++i], &a->kv_type)) {
                 fprintf(stderr, "switchyard plan: --kv-type takes " SY_CLI_KV_TYPES ", got '%s'\n",
@@ -219,12 +213,7 @@ static int plan_memory(sy_runtime *rt, sy_model *m, const plan_args *a)
     so.n_ctx = a->ctx;
     so.n_batch = a->batch;
     so.kv_type = a->kv_type;
-    so.devices = a->devices;
-    so.policy = a->policy;
-    so.pins = a->pins;
-    so.n_pins = a->n_pins;
-    so.mem = a->mem;
-    so.n_mem = a->n_mem;
+    sy_cli_sched_apply(&a->sched, &so);
     so.fit = a->fit;
     sy_memory_plan mp;
     sy_memory_plan_init(&mp);
@@ -247,7 +236,7 @@ int sy_cli_plan(int argc, char **argv)
     if (rc != 0)
         return rc < 0 ? 0 : rc;
     /* Only the plugins of the devices named, as run and bench load them. */
-    sy_runtime *rt = sy_cli_runtime_for(a.devices);
+    sy_runtime *rt = sy_cli_runtime_for(a.sched.devices);
     if (!rt)
         return 1;
     /* The first command on a machine that looks at its devices probes them
@@ -275,7 +264,7 @@ int sy_cli_plan(int argc, char **argv)
             goto out_planner;
         }
     }
-    if (a.memory || a.n_mem) {
+    if (a.memory || a.sched.n_mem) {
         rc = plan_memory(rt, m, &a);
         if (rc != 0 || a.memory)
             goto out_planner;
@@ -285,12 +274,12 @@ int sy_cli_plan(int argc, char **argv)
         goto out_planner;
     sy_plan_options o;
     sy_plan_options_init(&o);
-    o.devices = a.devices;
-    o.policy = a.policy;
-    o.pins = a.pins;
-    o.n_pins = a.n_pins;
-    o.mem = a.mem;
-    o.n_mem = a.n_mem;
+    o.devices = a.sched.devices;
+    o.policy = a.sched.policy;
+    o.pins = a.sched.n_pins ? a.sched.pins : NULL;
+    o.n_pins = a.sched.n_pins;
+    o.mem = a.sched.n_mem ? a.sched.mem : NULL;
+    o.n_mem = a.sched.n_mem;
     o.algorithm = a.algorithm;
     if (sy_planner_plan(pl, g, &o, &plan) != SY_OK) {
         fprintf(stderr, "switchyard plan: %s\n", sy_planner_last_error(pl));

@@ -58,13 +58,16 @@ static void usage(FILE *f)
             "                      [--repeat-penalty R] [--seed S] [--ctx N]\n"
             "                      [--kv-type " SY_CLI_KV_TYPES "] [--context-policy error|shift|window:W]\n"
             "                      [--keep N] [--devices LIST] [--policy P] [--truncate]\n"
-            "                      [--threads N] [--mem DEV=SIZE]... [--fit] [--profile]\n"
+            "                      [--threads N] [--mem DEV=SIZE]... [--pin PATTERN=DEV]...\n"
+            "                      [--fit] [--profile]\n"
             "Generates up to N tokens (default 128) after PROMPT, streaming them, then prints\n"
 
             "load time, TTFT, prefill and decode tokens/s and peak RSS.  Without -m it uses\n"
             "the default model %s (fetch it with tools/fetch-models.sh).\n"
             "--devices: comma list of devices the scheduler may use (default: cpu);\n"
-            "--policy: latency (default), energy, cpu-only or prefer:DEVICE.\n"
+            "--policy: latency (default), energy, cpu-only or prefer:DEVICE;\n"
+            "--pin PATTERN=DEV (repeatable): nodes whose name or op matches the glob run on\n"
+            "  DEV, as with switchyard plan (first matching pin wins).\n"
             "--kv-type: the KV cache's element type (default f16; q8_0 and q4_0 take about\n"
             "  1/2 and 1/4 of its memory).\n"
             "--context-policy: what happens when the context (--ctx) is full: error (default)\n"
@@ -158,15 +161,20 @@ int sy_cli_run(int argc, char **argv)
 {
     const char *model = SY_CLI_DEFAULT_MODEL, *prompt = NULL;
     const char *system = NULL, *device = NULL;
+    sy_cli_sched sched = {0};
     bool chat = false, keep_set = false, ctx_set = false, kv_set = false;
     sy_generate_params gp;
     sy_generate_params_init(&gp);
     sy_session_options so;
     sy_session_options_init(&so);
-    const char *mem[8];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         double num = 0;
+        int sched_opt = sy_cli_parse_sched_option("run", argc, argv, &i, &sched);
+        if (sched_opt < 0)
+            return 2;
+        if (sched_opt > 0)
+            continue;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
@@ -185,20 +193,8 @@ int sy_cli_run(int argc, char **argv)
             model = v, i++;
         } else if (strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0) {
             prompt = v, i++;
-        } else if (strcmp(a, "--policy") == 0) {
-            so.policy = v, i++;
-        } else if (strcmp(a, "--mem") == 0) {
-            if (so.n_mem == sizeof mem / sizeof mem[0]) {
-                fprintf(stderr, "switchyard run: at most %zu --mem options\n",
-                        sizeof mem / sizeof mem[0]);
-                return 2;
-            }
-            mem[so.n_mem++] = v, i++;
-            so.mem = mem;
         } else if (strcmp(a, "--system") == 0) {
             system = v, i++;
-        } else if (strcmp(a, "--device") == 0 || strcmp(a, "--devices") == 0) {
-            device = v, i++;
         } else if (strcmp(a, "--kv-type") == 0) {
             i++;
             if (!sy_cli_parse_kv_type(v, &so.kv_type)) {
@@ -266,8 +262,8 @@ int sy_cli_run(int argc, char **argv)
     }
     /* The CPU alone until profiles exist: unmeasured devices are planned
      * from their own claims (see docs/scheduler.md). */
-    if (!device)
-        device = "cpu";
+    sy_cli_sched_apply(&sched, &so);
+    device = sched.devices ? sched.devices : "cpu";
     so.devices = device;
     if (!prompt)
         prompt = chat ? "Explain in two sentences why the sky is blue." : "The capital of France is";

@@ -510,6 +510,21 @@ out_sampler:
     return st;
 }
 
+void sy_step_stats_init(sy_step_stats *stats)
+{
+    if (stats) {
+        memset(stats, 0, sizeof *stats);
+        stats->struct_size = sizeof *stats;
+    }
+}
+
+sy_status sy_session_query_step_stats(const sy_session *s, sy_step_stats *out_stats)
+{
+    if (!s)
+        return SY_E_INVALID_ARG;
+    return sy_executor_query_stats(s->exec, out_stats);
+}
+
 sy_status sy_session_query_metrics(const sy_session *s, sy_metrics *out_metrics)
 {
     if (!s || !out_metrics)

@@ -97,6 +97,7 @@ struct sy_executor {
     uint32_t *node_dev; /* runtime device index */
     uint32_t n_timed;   /* nodes of the last timed run's graph */
     size_t cap_node_s, cap_node_dev;
+    sy_step_stats stats; /* what the runs did (sy_executor_query_stats) */
 };
 
 /* One run of a graph. */
@@ -666,6 +667,27 @@ static sy_status xp_transfer(xp_run *r, const sy__plan_step *s)
     return st == SY_OK ? xp_copy(r, root, sd, dd, off, size) : st;
 }
 
+/* Counts plan step |s| that ran: a segment, and a device switch when the
+ * segment before it in this run (*last_dev) was on another device; or a
+ * transfer with its bytes as this graph holds them and as the plan lists
+ * them. */
+static void xp_count(xp_run *r, const sy__plan_step *s, uint32_t *last_dev)
+{
+    sy_step_stats *c = &r->x->stats;
+    if (s->kind == SY_PLAN_STEP_SEGMENT) {
+        c->segments++;
+        if (*last_dev != SY__NO_DEVICE && *last_dev != s->dev)
+            c->switches++;
+        *last_dev = s->dev;
+        return;
+    }
+    const sy_tensor *t = s->value_node != SY__NONE ? sy_graph_node(r->g, s->value_node)->output
+                                                    : sy_graph_tensor(r->g, s->tensor);
+    c->transfers++;
+    c->transfer_bytes += sy_tensor_nbytes(t);
+    c->planned_bytes += s->bytes;
+}
+
 /* Copies marked outputs and leaves written through views back to their
  * host data, from the device that holds the final contents. */
 static sy_status xp_copy_back(xp_run *r)
@@ -864,14 +886,29 @@ sy_status sy_executor_run(sy_executor *x, sy_graph *g, const sy_plan *plan)
         if (!t->view_src && !sy_graph_producer(g, t) && plan->leaf_home[i] != SY__NO_DEVICE)
             st = xp_place_leaf(&r, t, plan->leaf_home[i]);
     }
+    uint32_t last_dev = SY__NO_DEVICE;
     for (uint32_t k = 0; st == SY_OK && k < plan->n_steps; k++) {
         const sy__plan_step *s = &plan->steps[k];
         st = s->kind == SY_PLAN_STEP_SEGMENT ? xp_segment(&r, s) : xp_transfer(&r, s);
+        if (st == SY_OK)
+            xp_count(&r, s, &last_dev);
     }
+    if (st == SY_OK)
+        x->stats.steps++;
     if (st == SY_OK)
         st = xp_copy_back(&r);
     xp_release(&r);
     return st;
+}
+
+sy_status sy_executor_query_stats(const sy_executor *x, sy_step_stats *out_stats)
+{
+    if (!out_stats || out_stats->struct_size < sizeof *out_stats)
+        return SY_E_INVALID_ARG;
+    sy_step_stats zero = {.struct_size = sizeof zero};
+    *out_stats = x ? x->stats : zero;
+    out_stats->struct_size = sizeof *out_stats;
+    return x ? SY_OK : SY_E_INVALID_ARG;
 }
 
 sy_status sy_executor_query_memory(const sy_executor *x, uint32_t device,

@@ -274,6 +274,11 @@ typedef struct sy_executor_memory {
                              * and fetches) */
 } sy_executor_memory;
 
+/* Fills |out_stats| (struct_size set first) with what |x|'s runs did:
+ * steps, segments, device switches and transfers (sy_step_stats), summed
+ * over every run since it was created.  Thread-safety: not during a run. */
+sy_status sy_executor_query_stats(const sy_executor *x, sy_step_stats *out_stats);
+
 /* Device memory |x| allocated on runtime device |device|, as counted by
  * the executor (buffers it asked the plugin for; the plugin's own
  * internal allocations are not seen). */

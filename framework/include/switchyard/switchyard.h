@@ -415,6 +415,28 @@ uint32_t sy_session_node_timing_count(const sy_session *s);
 sy_status sy_session_query_node_timing(const sy_session *s, uint32_t i,
                                        sy_node_timing *out_timing);
 
+/* What a session's steps did across devices, counted by its executor as
+ * it ran them (sy_executor_query_stats), from the session's creation on. */
+typedef struct sy_step_stats {
+    uint32_t struct_size;    /* sizeof(sy_step_stats) */
+    uint64_t steps;          /* graphs run to the end: prefill chunks and decode steps (a
+                              * step re-run after a device failure counts again) */
+    uint64_t segments;       /* device segments launched */
+    uint64_t switches;       /* segments launched on another device than the segment
+                              * before them in the same step */
+    uint64_t transfers;      /* values moved (copied or mapped) to another device */
+    uint64_t transfer_bytes; /* their bytes, as the graphs run held them */
+    uint64_t planned_bytes;  /* the same transfers' bytes as their plans list them (a plan
+                              * serves a shape class, so they can differ) */
+} sy_step_stats;
+
+/* Fills |stats| with zeros and its struct_size. */
+void sy_step_stats_init(sy_step_stats *stats);
+
+/* Fills |out_stats| (struct_size set first) with what |s|'s executor
+ * counted so far.  Thread-safety: not with a step of |s| in flight. */
+sy_status sy_session_query_step_stats(const sy_session *s, sy_step_stats *out_stats);
+
 /* Metrics of the last sy_session_generate(). */
 sy_status sy_session_query_metrics(const sy_session *s, sy_metrics *out_metrics);
 
