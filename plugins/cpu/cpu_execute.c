@@ -1,6 +1,7 @@
 /* Graph-segment execution: each node runs on its threaded kernel, or on the
  * host's reference kernel when no threaded kernel covers its layout (logged
- * at debug level, never silent).  Execution is synchronous, so
+ * at debug level, never silent).  Consecutive matmuls of one input run as
+ * one group (cpu_kernel_matmul_group).  Execution is synchronous, so
  * synchronize() has nothing to wait for. */
 #include <stdarg.h>
 #include <stdio.h>
@@ -131,6 +132,24 @@ sy_status cpu_device_execute(void *state, uint32_t dev, sy_node *const *nodes, u
             return st;
         }
         const char *why = "unknown";
+        uint32_t grouped = 1;
+        while (node->op == SY_OP_MATMUL && grouped < CPU_MATMUL_GROUP_MAX && i + grouped < n &&
+               nodes[i + grouped] && nodes[i + grouped]->op == SY_OP_MATMUL &&
+               cpu_prepare_node(nodes[i + grouped]) == SY_OK &&
+               cpu_matmul_can_group(s, node, nodes[i + grouped]))
+            grouped++;
+        if (grouped > 1) {
+            st = cpu_kernel_matmul_group(s, (const sy_node *const *)(nodes + i), grouped, &why);
+            if (st == SY_OK) {
+                i += grouped - 1;
+                continue;
+            }
+            if (st != SY_E_UNSUPPORTED) {
+                cpu_log(s, SY_LOG_ERROR, "matmul group from node '%s' failed: %s", node->name,
+                        cpu_status_name(st));
+                return st;
+            }
+        }
         st = cpu_kernel_run(s, node, &why);
         if (st == SY_E_UNSUPPORTED) {
             cpu_log(s, SY_LOG_DEBUG, "node '%s' (%s) runs the reference kernel: %s",

@@ -18,6 +18,15 @@ sy_status cpu_kernel_run(cpu_state *s, const sy_node *node, const char **out_why
 
 /* cpu_kernels_matmul.c */
 sy_status cpu_kernel_matmul(cpu_state *s, const sy_node *node, const char **out_why);
+/* Matmuls that read the same input (attention's q, k and v; the FFN's gate
+ * and up) run as one: the input is quantized once and every member's
+ * tiles go to one dispatch, so lanes balance across members.  Each output
+ * equals cpu_kernel_matmul's bit for bit.  cpu_matmul_can_group tells
+ * whether |b| may join a group started by |a|. */
+#define CPU_MATMUL_GROUP_MAX 4
+bool cpu_matmul_can_group(const cpu_state *s, const sy_node *a, const sy_node *b);
+sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uint32_t n,
+                                  const char **out_why);
 /* cpu_kernels_elementwise.c: ADD, MUL, SCALE, SILU, GELU, SWIGLU, GEGLU */
 sy_status cpu_kernel_elementwise(cpu_state *s, const sy_node *node, const char **out_why);
 /* cpu_kernels_rows.c: RMS_NORM, SOFTMAX, ROPE, ARGMAX */

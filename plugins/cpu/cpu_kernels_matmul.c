@@ -336,7 +336,10 @@ static void cpu_matmul_plan_tiles(cpu_matmul_ctx *c, uint32_t nth, int64_t batch
     c->n_items = c->row_tiles * c->col_tiles * batches;
 }
 
-sy_status cpu_kernel_matmul(cpu_state *s, const sy_node *node, const char **out_why)
+/* Checks |node| against the kernel's rules and fills |c| for it; touches
+ * no memory (scratch is reserved by the callers). */
+static sy_status cpu_matmul_setup(cpu_state *s, const sy_node *node, cpu_matmul_ctx *c,
+                                  const char **out_why)
 {
     const sy_tensor *w = node->inputs[0], *x = node->inputs[1], *y = node->output;
     const cpu_qdot_fn qdot = s->isa->qdot[w->dtype];
@@ -360,34 +363,132 @@ sy_status cpu_kernel_matmul(cpu_state *s, const sy_node *node, const char **out_
         *out_why = "shapes outside the matmul rules";
         return SY_E_UNSUPPORTED;
     }
-
-    cpu_matmul_ctx c = {.s = s, .w = w, .y = y, .k = k, .n_rows = w->ne[1], .m_cols = x->ne[1],
-                        .x_ne2 = x->ne[2], .r2 = x->ne[2] / w->ne[2], .r3 = x->ne[3] / w->ne[3],
-                        .qdot = qdot, .fdot = qdot ? NULL : fdot};
-    sy_status st;
-    c.planes = s->act_planes;
+    *c = (cpu_matmul_ctx){.s = s, .w = w, .y = y, .k = k, .n_rows = w->ne[1], .m_cols = x->ne[1],
+                          .x_ne2 = x->ne[2], .r2 = x->ne[2] / w->ne[2], .r3 = x->ne[3] / w->ne[3],
+                          .qdot = qdot, .fdot = qdot ? NULL : fdot, .planes = s->act_planes};
     if (qdot && s->act_planes == 0) {
-        c.qdot = NULL;
-        c.dequant = s->isa->dequant[w->dtype];
-        c.fdot = s->isa->fdot[SY_DTYPE_F32];
-        st = cpu_scratch_reserve(s, (size_t)k * sizeof(float));
+        c->qdot = NULL;
+        c->dequant = s->isa->dequant[w->dtype];
+        c->fdot = s->isa->fdot[SY_DTYPE_F32];
+    }
+    if (c->qdot && s->isa->qgemm[w->dtype] && c->m_cols >= CPU_MATMUL_GEMM_MIN_COLS)
+        c->qgemm = s->isa->qgemm[w->dtype];
+    return SY_OK;
+}
+
+/* Prepares the columns of x for |c|: Q8 columns or panels, or F32 ones. */
+static sy_status cpu_matmul_prepare(cpu_state *s, const sy_tensor *x, cpu_matmul_ctx *c)
+{
+    if (c->dequant) {
+        sy_status st = cpu_scratch_reserve(s, (size_t)c->k * sizeof(float));
         if (st != SY_OK)
             return st;
     }
-    if (c.qdot && s->isa->qgemm[w->dtype] && c.m_cols >= CPU_MATMUL_GEMM_MIN_COLS) {
-        c.qgemm = s->isa->qgemm[w->dtype];
-        st = cpu_matmul_panels(s, x, &c);
-    } else {
-        st = c.qdot ? cpu_matmul_quantize(s, x, &c) : cpu_matmul_float_cols(s, x, &c);
-    }
+    if (c->qgemm)
+        return cpu_matmul_panels(s, x, c);
+    return c->qdot ? cpu_matmul_quantize(s, x, c) : cpu_matmul_float_cols(s, x, c);
+}
+
+static int64_t cpu_matmul_flops(const cpu_matmul_ctx *c, const sy_tensor *x)
+{
+    return 2 * c->k * c->n_rows * c->m_cols * x->ne[2] * x->ne[3];
+}
+
+sy_status cpu_kernel_matmul(cpu_state *s, const sy_node *node, const char **out_why)
+{
+    const sy_tensor *x = node->inputs[1];
+    cpu_matmul_ctx c;
+    sy_status st = cpu_matmul_setup(s, node, &c, out_why);
+    if (st == SY_OK)
+        st = cpu_matmul_prepare(s, x, &c);
     if (st != SY_OK)
         return st;
-
-    const int64_t batches = x->ne[2] * x->ne[3];
-    const int64_t flops = 2 * k * c.n_rows * c.m_cols * batches;
-    const uint32_t nth = cpu_lanes_for(s, flops, CPU_MATMUL_MIN_FLOPS_PER_LANE);
-    cpu_matmul_plan_tiles(&c, nth, batches);
+    const uint32_t nth = cpu_lanes_for(s, cpu_matmul_flops(&c, x), CPU_MATMUL_MIN_FLOPS_PER_LANE);
+    cpu_matmul_plan_tiles(&c, nth, x->ne[2] * x->ne[3]);
     atomic_init(&c.next_item, 0);
     cpu_pool_run(s->pool, cpu_matmul_task, &c, nth);
+    return SY_OK;
+}
+
+/* ------------------------------------------------------------ groups */
+
+/* Matmuls of one input run as one job: tiles of every member claimed from
+ * one counter; item i belongs to the member whose range holds it. */
+typedef struct cpu_matmul_group {
+    cpu_matmul_ctx c[CPU_MATMUL_GROUP_MAX];
+    int64_t end[CPU_MATMUL_GROUP_MAX]; /* one past each member's last item */
+    uint32_t n;
+    atomic_llong next_item;
+} cpu_matmul_group;
+
+static void cpu_matmul_group_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
+{
+    cpu_matmul_group *g = arg;
+    const int64_t total = g->end[g->n - 1];
+    uint32_t m = 0;
+    for (;;) {
+        const int64_t item = atomic_fetch_add_explicit(&g->next_item, 1, memory_order_relaxed);
+        if (item >= total)
+            break;
+        while (item >= g->end[m]) /* items rise within a lane: m only grows */
+            m++;
+        const int64_t first = m ? g->end[m - 1] : 0;
+        cpu_matmul_tile(&g->c[m], item - first, g->c[m].s->lanes[lane].scratch);
+    }
+}
+
+bool cpu_matmul_can_group(const cpu_state *s, const sy_node *a, const sy_node *b)
+{
+    const sy_tensor *xa = a->inputs[1], *xb = b->inputs[1];
+    if (a->op != SY_OP_MATMUL || b->op != SY_OP_MATMUL || a->n_inputs < 2 || b->n_inputs < 2)
+        return false;
+    if (xa != xb && (xa->data != xb->data || xa->dtype != xb->dtype ||
+                     memcmp(xa->ne, xb->ne, sizeof xa->ne) != 0 ||
+                     memcmp(xa->nb, xb->nb, sizeof xa->nb) != 0))
+        return false;
+    /* Both take Q8 columns the same way (both GEMM or both dot). */
+    const sy_dtype da = a->inputs[0]->dtype, db = b->inputs[0]->dtype;
+    if (s->act_planes == 0 || !s->isa->qdot[da] || !s->isa->qdot[db])
+        return false;
+    return (s->isa->qgemm[da] != NULL) == (s->isa->qgemm[db] != NULL);
+}
+
+sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uint32_t n,
+                                  const char **out_why)
+{
+    if (n < 2 || n > CPU_MATMUL_GROUP_MAX) {
+        *out_why = "group size outside 2..CPU_MATMUL_GROUP_MAX";
+        return SY_E_UNSUPPORTED;
+    }
+    cpu_matmul_group g;
+    g.n = n;
+    int64_t flops = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        sy_status st = cpu_matmul_setup(s, nodes[i], &g.c[i], out_why);
+        if (st != SY_OK)
+            return st;
+        if (!g.c[i].qdot || (g.c[i].qgemm != NULL) != (g.c[0].qgemm != NULL)) {
+            *out_why = "members do not share quantized columns";
+            return SY_E_UNSUPPORTED;
+        }
+        flops += cpu_matmul_flops(&g.c[i], nodes[i]->inputs[1]);
+    }
+    const sy_tensor *x = nodes[0]->inputs[1];
+    sy_status st = cpu_matmul_prepare(s, x, &g.c[0]);
+    if (st != SY_OK)
+        return st;
+    const uint32_t nth = cpu_lanes_for(s, flops, CPU_MATMUL_MIN_FLOPS_PER_LANE);
+    for (uint32_t i = 0; i < n; i++) {
+        cpu_matmul_ctx *c = &g.c[i];
+        c->xq = g.c[0].xq;
+        c->xq_stride = g.c[0].xq_stride;
+        c->panel_cols = g.c[0].panel_cols;
+        c->panel_bytes = g.c[0].panel_bytes;
+        c->panels_per_batch = g.c[0].panels_per_batch;
+        cpu_matmul_plan_tiles(c, nth, x->ne[2] * x->ne[3]);
+        g.end[i] = (i ? g.end[i - 1] : 0) + c->n_items;
+    }
+    atomic_init(&g.next_item, 0);
+    cpu_pool_run(s->pool, cpu_matmul_group_task, &g, nth);
     return SY_OK;
 }

@@ -117,6 +117,58 @@ Test(cpu_matmul, matches_the_reference_with_q4_k_weights) { check_matmul_all_sha
 Test(cpu_matmul, matches_the_reference_with_q5_k_weights) { check_matmul_all_shapes(SY_DTYPE_Q5_K); }
 Test(cpu_matmul, matches_the_reference_with_q6_k_weights) { check_matmul_all_shapes(SY_DTYPE_Q6_K); }
 
+/* Matmuls of one input (q, k, v; gate, up) run as one group in the plugin:
+ * every member within its bound under every configuration, a float
+ * member ending the group, and the first member equal bit for bit to the
+ * same matmul run alone after a node that breaks the group. */
+static void check_matmul_group(int64_t m)
+{
+    static const sy_dtype types[] = {SY_DTYPE_Q4_0, SY_DTYPE_Q8_0, SY_DTYPE_Q4_1, SY_DTYPE_F16};
+    static const int64_t rows[] = {70, 33, 129, 17};
+    tcase tc;
+    tc_begin(&tc, "matmul group of 3 quantized + 1 f16, K=128 M=%lld", (long long)m);
+    sy_tensor *x = tc_input(&tc, "x", SY_DTYPE_F32, 128, m, 1, 1);
+    sy_tensor *w[4], *y[4];
+    for (int i = 0; i < 4; i++) {
+        const int64_t wne[4] = {128, rows[i], 1, 1};
+        w[i] = tc_leaf(&tc, "w", types[i], wne, SY_ROLE_WEIGHT, NULL);
+        sy_tensor *in[2] = {w[i], x};
+        y[i] = tc_node(&tc, SY_OP_MATMUL, "mm", in, 2, NULL);
+    }
+    sy_op_params one = {.f = {1.0f, 0.0f}};
+    sy_tensor *xs = tc_node(&tc, SY_OP_SCALE, "x.same", &x, 1, &one);
+    sy_tensor *in[2] = {w[0], xs};
+    sy_tensor *solo = tc_node(&tc, SY_OP_MATMUL, "mm.alone", in, 2, NULL);
+    for (int i = 0; i < 3; i++) {
+        tc_output(&tc, y[i]);
+        tc.bound[i] = matmul_bound(&tc, w[i], x);
+    }
+    tc_output(&tc, solo);
+    tc.bound[3] = matmul_bound(&tc, w[0], x);
+    tc_run(&tc, TOL_MATMUL);
+
+    for (size_t c = 0; c < N_RUN_CFGS; c++) {
+        uint32_t dev = 0;
+        sy_runtime *rt = tc_runtime(&tc, &run_cfgs[c], &dev);
+        if (strstr(tc.log, "' is not available here")) {
+            sy_runtime_destroy(rt);
+            continue;
+        }
+        cr_assert_eq(sy_runtime_execute_on(rt, tc.g, dev), SY_OK, "%s", sy_runtime_last_error(rt));
+        cr_assert(memcmp(tc.got[0], tc.got[3], sy_tensor_nbytes(solo)) == 0,
+                  "%s [%s isa, %s threads]: grouped and lone matmul differ", tc.what,
+                  run_cfgs[c].isa, run_cfgs[c].threads);
+        sy_runtime_destroy(rt);
+    }
+    tc_end(&tc);
+}
+
+Test(cpu_matmul, groups_matmuls_of_one_input)
+{
+    check_matmul_group(1);
+    check_matmul_group(9);
+}
+
 Test(cpu_matmul, handles_many_output_rows_split_across_threads)
 {
     check_matmul(SY_DTYPE_Q4_0, SY_DTYPE_F32, 512, 301, 3, 1, 1, 1, 1);
