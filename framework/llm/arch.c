@@ -17,12 +17,44 @@ typedef struct builder {
     int layer; /* -1 outside layers: names get no "blk.N." prefix */
 } builder;
 
+/* Appends |s| to the name at out[at] (truncating at size - 1) and returns
+ * the new length.  Names are joined by hand: a decode step names about
+ * 500 nodes, and snprintf was 1% of SmolLM2's step (bench/overhead.sh). */
+static size_t name_cat(char *out, size_t size, size_t at, const char *s)
+{
+    while (*s && at + 1 < size)
+        out[at++] = *s++;
+    out[at] = '\0';
+    return at;
+}
+
+/* Appends |v| in decimal. */
+static size_t name_cat_uint(char *out, size_t size, size_t at, uint32_t v)
+{
+    char digits[11];
+    int n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    char rev[12];
+    for (int i = 0; i < n; i++)
+        rev[i] = digits[n - 1 - i];
+    rev[n] = '\0';
+    return name_cat(out, size, at, rev);
+}
+
+/* "blk.<layer>.<what>" inside a layer, else |what|. */
 static void node_name(const builder *b, const char *what, char *out, size_t size)
 {
-    if (b->layer >= 0)
-        snprintf(out, size, "blk.%d.%s", b->layer, what);
-    else
-        snprintf(out, size, "%s", what);
+    size_t at = 0;
+    out[0] = '\0';
+    if (b->layer >= 0) {
+        at = name_cat(out, size, at, "blk.");
+        at = name_cat_uint(out, size, at, (uint32_t)b->layer);
+        at = name_cat(out, size, at, ".");
+    }
+    name_cat(out, size, at, what);
 }
 
 static sy_tensor *op(builder *b, sy_op o, const char *what, sy_tensor *x, sy_tensor *y,
@@ -64,7 +96,7 @@ static sy_tensor *norm(builder *b, const char *what, sy_tensor *x, const sy_gguf
 {
     sy_op_params p = {.f = {b->m->hp.rms_eps}};
     char nname[48];
-    snprintf(nname, sizeof nname, "%s.rms", what);
+    name_cat(nname, sizeof nname, name_cat(nname, sizeof nname, 0, what), ".rms");
     sy_tensor *n = op(b, SY_OP_RMS_NORM, nname, x, NULL, NULL, &p);
     return op(b, SY_OP_MUL, what, n, weight(b, w), NULL, NULL);
 }
@@ -75,7 +107,7 @@ static sy_tensor *matmul(builder *b, const char *what, const sy_gguf_tensor_info
     sy_tensor *y = op(b, SY_OP_MATMUL, what, weight(b, w), x, NULL, NULL);
     if (bias) {
         char bname[48];
-        snprintf(bname, sizeof bname, "%s.bias", what);
+        name_cat(bname, sizeof bname, name_cat(bname, sizeof bname, 0, what), ".bias");
         y = op(b, SY_OP_ADD, bname, y, weight(b, bias), NULL, NULL);
     }
     return y;
@@ -166,8 +198,8 @@ sy_status sy__model_build_graph(const sy_model *m, const sy_step_desc *step, sy_
     for (uint32_t il = 0; il < hp->n_layer && b.st == SY_OK; il++) {
         b.layer = (int)il;
         char kname[32], vname[32];
-        snprintf(kname, sizeof kname, "cache_k.%u", il);
-        snprintf(vname, sizeof vname, "cache_v.%u", il);
+        name_cat_uint(kname, sizeof kname, name_cat(kname, sizeof kname, 0, "cache_k."), il);
+        name_cat_uint(vname, sizeof vname, name_cat(vname, sizeof vname, 0, "cache_v."), il);
         const void *kd = step->kv_layers ? step->kv_layers[il].k : step->kv_k[il];
         const void *vd = step->kv_layers ? step->kv_layers[il].v : step->kv_v[il];
         if (step->kv_layers)

@@ -1,0 +1,116 @@
+#!/bin/bash
+# Share of the decode step spent outside the kernels, from CPU samples.
+#
+# Runs `switchyard bench -p 0 -n N --devices cpu` under `perf record`
+# (frame-pointer call chains: build with -fno-omit-frame-pointer, e.g.
+# `meson setup build-prof --buildtype=release -Dc_args=-fno-omit-frame-pointer`)
+# and classifies the samples of the calling thread (lane 0, which runs
+# the step from start to end) taken between its first and last sample
+# inside bench's timed loop (run_once), by the function the sample
+# landed in:
+#   kernels   the CPU plugin's op arithmetic (ISA kernels, tile and row
+#             loops: every sy-cpu.so function not listed below) and libm
+#   dispatch  the plugin's per-node work: cpu_device_execute, data
+#             resolution, cpu_kernel_* setup (dtype checks, tiling,
+#             scratch), cpu_log
+#   pool      cpu_pool_*: waking lanes, claiming chunks, waiting for lanes
+#             still inside a job (the barrier)
+#   runtime   libswitchyard: graph building, planning, the executor
+#   libc      malloc/free, printf (node names), qsort, memcpy outside kernels
+#   os        the kernel: interrupts, page faults, scheduling
+#   other     the CLI, the dynamic linker, hwloc
+# Outside the kernels = everything but 'kernels'.  Samples count CPU time
+# of the thread, so time the thread spends preempted by other processes is
+# not in any bucket.  Worker lanes (-t 2) are reported apart: their pool
+# share is the time they spin or sleep-wait between jobs.
+#
+# -s N also lists the N functions outside the kernels with most samples
+# on the main lane.
+#
+# usage: bench/overhead.sh [-m MODEL] [-t THREADS] [-n 128] [-r 3]
+#                          [-F 4999] [-s N] [-B BUILD_DIR]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$root/build-prof
+model=$root/models/SmolLM2-135M-Instruct.Q4_1.gguf
+threads=1
+n_gen=128
+reps=3
+freq=4999
+top=0
+while [ $# -gt 0 ]; do
+    case $1 in
+    -m) model=$2; shift 2 ;;
+    -t) threads=$2; shift 2 ;;
+    -n) n_gen=$2; shift 2 ;;
+    -r) reps=$2; shift 2 ;;
+    -F) freq=$2; shift 2 ;;
+    -s) top=$2; shift 2 ;;
+    -B) build=$2; shift 2 ;;
+    *) echo "overhead.sh: unknown option '$1'" >&2; exit 2 ;;
+    esac
+done
+command -v perf > /dev/null || { echo "overhead.sh: perf is not installed" >&2; exit 1; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+perf record -q -F "$freq" --call-graph fp -o "$out/perf.data" -- \
+    "$build/tools/switchyard" bench -m "$model" -p 0 -n "$n_gen" -r "$reps" -t "$threads" \
+    --devices cpu > "$out/bench.txt" 2> "$out/bench.err" ||
+    { cat "$out/bench.err" >&2; exit 1; }
+grep "tg$n_gen" "$out/bench.txt" || true
+perf script -i "$out/perf.data" -F pid,tid,time,ip,sym,dso 2> /dev/null | awk -v top="$top" '
+function classify(sym, dso) {
+    if (dso ~ /sy-cpu\.so/) {
+        if (sym ~ /^cpu_pool_/) return "pool"
+        if (sym ~ /^(cpu_device_execute|cpu_prepare_node|cpu_resolve_data|cpu_kernel_run|cpu_kernel_[a-z0-9_]+|cpu_scratch_reserve|cpu_shared_reserve|cpu_log|cpu_op_name|cpu_status_name)$/) return "dispatch"
+        return "kernels"
+    }
+    if (dso ~ /libm\.so/) return "kernels"
+    if (dso ~ /libswitchyard/) return "runtime"
+    if (dso ~ /libc\.so/) return "libc"
+    if (dso ~ /kernel\.kallsyms/ || dso ~ /vdso/) return "os"
+    return "other"
+}
+function flush() {
+    if (n_s == 0) return
+    S_pid[n_s] = pid; S_tid[n_s] = tid; S_t[n_s] = t; S_c[n_s] = leaf; S_f[n_s] = leaf_sym
+    if (timed) { if (!(tid in first) || t < first[tid]) first[tid] = t; if (t > last[tid]) last[tid] = t }
+}
+/^[ \t]*$/ { next }
+/^[ \t]*[0-9]+\/[0-9]+ / {
+    flush()
+    n_s++
+    split($1, a, "/"); pid = a[1]; tid = a[2]; t = $2 + 0; leaf = ""; timed = 0
+    next
+}
+{
+    # a frame: "addr sym (dso)"
+    dso = $NF; sym = $2
+    if (leaf == "") { leaf = classify(sym, dso); leaf_sym = sym }
+    if (sym == "run_once") timed = 1
+}
+END {
+    flush()
+    main = ""
+    for (i = 1; i <= n_s; i++) if (S_pid[i] == S_tid[i]) { main = S_tid[i]; break }
+    lo = first[main]; hi = last[main]
+    split("kernels dispatch pool runtime libc os other", order, " ")
+    for (i = 1; i <= n_s; i++) {
+        if (S_t[i] < lo || S_t[i] > hi) continue
+        who = S_tid[i] == main ? "main" : "workers"
+        n[who]++; c[who, S_c[i]]++
+        if (who == "main" && S_c[i] != "kernels") f[S_c[i] " " S_f[i]]++
+    }
+    for (w = 1; w <= 2; w++) {
+        who = w == 1 ? "main" : "workers"
+        if (!(who in n)) continue
+        line = sprintf("%-7s %6d samples:", who, n[who])
+        for (k = 1; k <= 7; k++) line = line sprintf(" %s %.2f%%", order[k], 100 * c[who, order[k]] / n[who])
+        print line
+        if (who == "main") printf("outside kernels (main lane): %.2f%%\n", 100 * (1 - c[who, "kernels"] / n[who]))
+        if (who == "main" && top > 0) {
+            for (k in f) printf("  %6.2f%%  %s\n", 100 * f[k] / n[who], k) | "sort -rn | head -n " top
+            close("sort -rn | head -n " top)
+        }
+    }
+}'
