@@ -19,7 +19,9 @@
 #   libc      malloc/free, printf (node names), qsort, memcpy outside kernels
 #   os        the kernel: interrupts, page faults, scheduling
 #   other     the CLI, the dynamic linker, hwloc
-# Outside the kernels = everything but 'kernels'.  Samples count CPU time
+# Outside the kernels = everything but 'kernels'; per token divides the
+# samples by the rate and by the tokens in the window (N x REPS and bench's
+# one-token warm-up).  Samples count CPU time
 # of the thread, so time the thread spends preempted by other processes is
 # not in any bucket.  Worker lanes (-t 2) are reported apart: their pool
 # share is the time they spin or sleep-wait between jobs.
@@ -58,7 +60,7 @@ perf record -q -F "$freq" --call-graph fp -o "$out/perf.data" -- \
     --devices cpu > "$out/bench.txt" 2> "$out/bench.err" ||
     { cat "$out/bench.err" >&2; exit 1; }
 grep "tg$n_gen" "$out/bench.txt" || true
-perf script -i "$out/perf.data" -F pid,tid,time,ip,sym,dso 2> /dev/null | awk -v top="$top" '
+perf script -i "$out/perf.data" -F pid,tid,time,ip,sym,dso 2> /dev/null | awk -v top="$top" -v freq="$freq" -v tokens=$((n_gen * reps + 1)) '
 function classify(sym, dso) {
     if (dso ~ /sy-cpu\.so/) {
         if (sym ~ /^cpu_pool_/) return "pool"
@@ -107,7 +109,11 @@ END {
         line = sprintf("%-7s %6d samples:", who, n[who])
         for (k = 1; k <= 7; k++) line = line sprintf(" %s %.2f%%", order[k], 100 * c[who, order[k]] / n[who])
         print line
-        if (who == "main") printf("outside kernels (main lane): %.2f%%\n", 100 * (1 - c[who, "kernels"] / n[who]))
+        if (who == "main") {
+            printf("outside kernels (main lane): %.2f%%\n", 100 * (1 - c[who, "kernels"] / n[who]))
+            printf("per token (main lane CPU): %.3f ms, outside kernels %.3f ms\n",
+                   1000 * n[who] / freq / tokens, 1000 * (n[who] - c[who, "kernels"]) / freq / tokens)
+        }
         if (who == "main" && top > 0) {
             for (k in f) printf("  %6.2f%%  %s\n", 100 * f[k] / n[who], k) | "sort -rn | head -n " top
             close("sort -rn | head -n " top)
