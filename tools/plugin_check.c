@@ -312,6 +312,7 @@ static void pcheck_devices(pcheck_run *run)
             continue;
         pcheck_buffers(run, dev, &desc);
         pcheck_ops(run, dev, &desc);
+        pcheck_events(run, dev, &desc);
         pcheck_threads(run, dev, &desc);
     }
 }

@@ -5,6 +5,7 @@
  * or is shared between two inits. */
 #include <ctype.h>
 #include <dlfcn.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -374,6 +375,24 @@ bool pcheck_describe(pcheck_run *run, uint32_t dev, sy_device_desc *out_desc)
     else
         pcheck_pass(run, "describe", d, "describe honours a smaller struct_size");
 
+    /* A caller whose struct_size is 0 told the plugin no size at all:
+     * writing anything (even struct_size) would be a guess. */
+    pcheck_guarded_desc none;
+    memset(none.raw, PCHECK_CANARY, sizeof none.raw);
+    none.desc.struct_size = 0;
+    st = run->table.describe(run->state, dev, &none.desc);
+    overrun = 0;
+    for (size_t i = sizeof none.desc.struct_size; i < sizeof none.raw; i++)
+        if (none.raw[i] != PCHECK_CANARY)
+            overrun = i + 1;
+    if (overrun || none.desc.struct_size != 0)
+        pcheck_add(run, "describe", d, SY_PCHECK_FAIL, "describe writes nothing for struct_size 0",
+                   "describe(struct_size 0) returned %s and changed %s", sy_status_name(st),
+                   overrun ? "bytes of the struct" : "struct_size");
+    else
+        pcheck_add(run, "describe", d, SY_PCHECK_PASS, "describe writes nothing for struct_size 0",
+                   "returned %s", sy_status_name(st));
+
     sy_device_desc bad;
     memset(&bad, 0, sizeof bad);
     bad.struct_size = (uint32_t)sizeof bad;
@@ -403,4 +422,189 @@ bool pcheck_describe(pcheck_run *run, uint32_t dev, sy_device_desc *out_desc)
         pcheck_add(run, "describe", d, SY_PCHECK_SKIP, "self_test passes", "no self_test entry");
     }
     return true;
+}
+
+/* ------------------------------------------------------------------ events */
+
+/* The events of ABI 1.1 (event_record, event_wait,
+ * event_release), when a plugin provides them.
+ *
+ * Two adds are queued back to back on one buffer (y = x + x, z = y + y),
+ * with an event after each; the node structs are repointed at a decoy
+ * region as soon as execute() returns, as the core does for its next
+ * segment.  Waiting for the second event must leave z = 4x exactly: the
+ * work done, in queue order, from what the nodes said at launch. */
+
+enum { PCE_N = 1024 }; /* floats per region */
+
+typedef struct pce_bufs {
+    void *buf;
+    unsigned char *base; /* host pointer, or NULL */
+    sy_tensor x, y, z;
+    sy_node add1, add2;
+} pce_bufs;
+
+static void pce_bind(pce_bufs *b, sy_tensor *t, uint32_t region)
+{
+    memset(t, 0, sizeof *t);
+    t->dtype = SY_DTYPE_F32;
+    t->ne[0] = PCE_N;
+    t->ne[1] = t->ne[2] = t->ne[3] = 1;
+    sy_tensor_set_contiguous_strides(t);
+    t->buffer = b->buf;
+    t->offset = (uint64_t)region * PCE_N * sizeof(float);
+    t->data = b->base ? b->base + t->offset : NULL;
+}
+
+/* Points every tensor at region 3, which holds zeros: a plugin that reads
+ * a node after execute() returned computes zeros there. */
+static void pce_decoy(pce_bufs *b)
+{
+    pce_bind(b, &b->x, 3);
+    pce_bind(b, &b->y, 3);
+    pce_bind(b, &b->z, 3);
+}
+
+/* Queues add1 and add2 with an event after each; waits for the second
+ * (then the first, already done) and checks z.  Returns the failure in
+ * |why| or "" when all went right. */
+static void pce_run(pcheck_run *run, uint32_t dev, pce_bufs *b, char *why, size_t size)
+{
+    const sy_plugin_desc *t = &run->table;
+    void *st_ = run->state;
+    void *e1 = NULL, *e2 = NULL;
+    sy_node *one[1];
+    pce_bind(b, &b->x, 0);
+    pce_bind(b, &b->y, 1);
+    pce_bind(b, &b->z, 2);
+    b->add1 = (sy_node){.op = SY_OP_ADD, .n_inputs = 2, .inputs = {&b->x, &b->x}, .output = &b->y};
+    b->add2 = (sy_node){.op = SY_OP_ADD, .n_inputs = 2, .inputs = {&b->y, &b->y}, .output = &b->z};
+    snprintf(b->add1.name, sizeof b->add1.name, "events.add1");
+    snprintf(b->add2.name, sizeof b->add2.name, "events.add2");
+    one[0] = &b->add1;
+    sy_status st = t->execute(st_, dev, one, 1);
+    if (st == SY_OK)
+        st = t->event_record(st_, dev, &e1);
+    if (st != SY_OK) {
+        snprintf(why, size, "execute or event_record of the first add: %s", sy_status_name(st));
+        goto out_release;
+    }
+    pce_decoy(b);
+    pce_bind(b, &b->y, 1);
+    pce_bind(b, &b->z, 2);
+    one[0] = &b->add2;
+    st = t->execute(st_, dev, one, 1);
+    if (st == SY_OK)
+        st = t->event_record(st_, dev, &e2);
+    if (st != SY_OK) {
+        snprintf(why, size, "execute or event_record of the second add: %s", sy_status_name(st));
+        goto out_release;
+    }
+    pce_decoy(b);
+    st = t->event_wait(st_, dev, e2);
+    if (st == SY_OK)
+        st = t->event_wait(st_, dev, e1);
+    if (st != SY_OK) {
+        snprintf(why, size, "event_wait: %s", sy_status_name(st));
+        goto out_release;
+    }
+    /* Through the mapping where there is one: copy_out() itself waits
+     * for queued work, so only the host pointer shows a wait that did not. */
+    float got[PCE_N];
+    if (b->base)
+        memcpy(got, b->base + 2u * PCE_N * sizeof(float), sizeof got);
+    else
+        st = t->copy_out(st_, dev, b->buf, 2u * PCE_N * sizeof(float), got, sizeof got);
+    if (st != SY_OK) {
+        snprintf(why, size, "copy_out after the wait: %s", sy_status_name(st));
+        goto out_release;
+    }
+    for (uint32_t i = 0; i < PCE_N; i++) {
+        const float want = 4.0f * (float)(i % 97) - 100.0f;
+        if (got[i] != want) {
+            snprintf(why, size,
+                     "z[%u] is %g after waiting for its event, want %g (work not done at the "
+                     "wait, or nodes read after execute() returned)",
+                     i, (double)got[i], (double)want);
+            goto out_release;
+        }
+    }
+    why[0] = '\0';
+out_release:
+    if (e1)
+        t->event_release(st_, dev, e1);
+    if (e2)
+        t->event_release(st_, dev, e2);
+    t->synchronize(st_, dev);
+}
+
+void pcheck_events(pcheck_run *run, uint32_t dev, const sy_device_desc *desc)
+{
+    (void)desc;
+    const int32_t d = (int32_t)dev;
+    const sy_plugin_desc *t = &run->table;
+    const int n = (t->event_record != NULL) + (t->event_wait != NULL) +
+                  (t->event_release != NULL);
+    if (n == 0) {
+        pcheck_add(run, "events", d, SY_PCHECK_SKIP, "event_wait completes queued work",
+                   "no events (ABI 1.0 or synchronize() only)");
+        return;
+    }
+    if (n != 3) {
+        pcheck_add(run, "events", d, SY_PCHECK_FAIL, "events come as a set",
+                   "%d of event_record, event_wait, event_release present", n);
+        return;
+    }
+    pcheck_pass(run, "events", d, "events come as a set");
+
+    pce_bufs b;
+    memset(&b, 0, sizeof b);
+    const uint64_t bytes = 4u * PCE_N * sizeof(float);
+    sy_status st = t->buffer_alloc(run->state, dev, bytes, &b.buf);
+    if (st != SY_OK || !b.buf) {
+        pcheck_add(run, "events", d, SY_PCHECK_FAIL, "event_wait completes queued work",
+                   "buffer_alloc(%llu): %s", (unsigned long long)bytes, sy_status_name(st));
+        return;
+    }
+    b.base = t->buffer_host_ptr ? t->buffer_host_ptr(run->state, dev, b.buf) : NULL;
+    float init[4 * PCE_N];
+    for (uint32_t i = 0; i < PCE_N; i++) {
+        init[i] = (float)(i % 97) - 25.0f;
+        init[PCE_N + i] = NAN;
+        init[2 * PCE_N + i] = NAN;
+        init[3 * PCE_N + i] = 0.0f;
+    }
+    st = t->copy_in(run->state, dev, b.buf, 0, init, bytes);
+    char why[256] = "";
+    if (st != SY_OK)
+        snprintf(why, sizeof why, "copy_in: %s", sy_status_name(st));
+    else
+        pce_run(run, dev, &b, why, sizeof why);
+    if (why[0]) {
+        char said[256];
+        pcheck_host_take_error(&run->host, said, sizeof said);
+        pcheck_add(run, "events", d, SY_PCHECK_FAIL, "event_wait completes queued work", "%s%s%s",
+                   why, said[0] ? "; plugin said: " : "", said);
+    } else {
+        pcheck_pass(run, "events", d, "event_wait completes queued work");
+    }
+
+    /* An event on an idle device, and one released without a wait. */
+    void *e = NULL;
+    st = t->event_record(run->state, dev, &e);
+    if (st == SY_OK)
+        st = t->event_wait(run->state, dev, e);
+    if (e)
+        t->event_release(run->state, dev, e);
+    e = NULL;
+    if (st == SY_OK)
+        st = t->event_record(run->state, dev, &e);
+    if (e)
+        t->event_release(run->state, dev, e);
+    if (st == SY_OK)
+        st = t->synchronize(run->state, dev);
+    pcheck_add(run, "events", d, st == SY_OK ? SY_PCHECK_PASS : SY_PCHECK_FAIL,
+               "an idle or unwaited event is released cleanly", "%s",
+               st == SY_OK ? "" : sy_status_name(st));
+    t->buffer_free(run->state, dev, b.buf);
 }

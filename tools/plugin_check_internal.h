@@ -61,6 +61,9 @@ bool pcheck_lifecycle(pcheck_run *run);
 /* describe() of |dev|; fills |out_desc|; false when describe failed. */
 bool pcheck_describe(pcheck_run *run, uint32_t dev, sy_device_desc *out_desc);
 
+/* event_record/wait/release (ABI 1.1) when present (plugin_check_abi.c). */
+void pcheck_events(pcheck_run *run, uint32_t dev, const sy_device_desc *desc);
+
 /* plugin_check_buffers.c */
 void pcheck_buffers(pcheck_run *run, uint32_t dev, const sy_device_desc *desc);
 /* Two fresh plugin states used from two threads at once. */

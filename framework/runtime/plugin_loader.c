@@ -231,6 +231,15 @@ static sy_status loader_admit(sy_runtime *rt, const char *path, void *handle,
         st = loader_refuse(rt, path, SY_E_PLUGIN_ABI, "required function '%s' is NULL", missing);
         goto out_free_plugin;
     }
+    const int n_event_fns = (p->desc.event_record != NULL) + (p->desc.event_wait != NULL) +
+                            (p->desc.event_release != NULL);
+    if (n_event_fns != 0 && n_event_fns != 3) {
+        st = loader_refuse(rt, path, SY_E_PLUGIN_ABI,
+                           "event_record, event_wait and event_release come together; the table "
+                           "has %d of the three",
+                           n_event_fns);
+        goto out_free_plugin;
+    }
     const sy__plugin *twin = loader_find_plugin(rt, p->desc.name);
     if (twin) {
         st = loader_refuse(rt, path, SY_E_PLUGIN, "plugin '%s' already loaded from %s",

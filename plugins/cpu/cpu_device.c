@@ -288,9 +288,13 @@ sy_status cpu_device_describe(void *state, uint32_t dev, sy_device_desc *out_des
     const cpu_state *s = state;
     if (dev != 0 || !out_desc)
         return SY_E_INVALID_ARG;
-    /* Fill only as much as the core's struct holds; keep its struct_size. */
+    /* Fill only as much as the core's struct holds (an older core's is
+     * shorter; one without even a struct_size gets nothing); a later
+     * core's longer struct gets the fields this header knows. */
     uint32_t size = out_desc->struct_size;
-    if (size == 0 || size > sizeof *out_desc)
+    if (size < sizeof out_desc->struct_size)
+        return SY_E_INVALID_ARG;
+    if (size > sizeof *out_desc)
         size = sizeof *out_desc;
     memcpy(out_desc, &s->desc, size);
     out_desc->struct_size = size;

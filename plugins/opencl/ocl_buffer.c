@@ -22,6 +22,13 @@ static ocl_dev *ocl_dev_at(ocl_state *s, uint32_t dev)
     return s && dev < s->n_devs ? &s->devs[dev] : NULL;
 }
 
+static void ocl_mem_add(ocl_dev *d, uint64_t bytes)
+{
+    d->mem_in_use += bytes;
+    if (d->mem_in_use > d->mem_peak)
+        d->mem_peak = d->mem_in_use;
+}
+
 static bool ocl_covers(const ocl_buffer *b, uint64_t offset, uint64_t size)
 {
     return b && offset <= b->size && size <= b->size - offset;
@@ -71,6 +78,8 @@ sy_status ocl_buffer_alloc(void *state, uint32_t dev, uint64_t size, void **out_
             b->mapped = true;
         }
     }
+    b->counted = bytes;
+    ocl_mem_add(d, bytes);
     *out_buffer = b;
     return SY_OK;
 }
@@ -129,7 +138,23 @@ void ocl_buffer_free(void *state, uint32_t dev, void *buffer)
         clEnqueueUnmapMemObject(d->queue, b->mem, b->host, 0, NULL, NULL);
     /* Released once every queued command that uses it has completed. */
     clReleaseMemObject(b->mem);
+    d->mem_in_use -= b->counted;
     s->host->free(s->host->ctx, b);
+}
+
+sy_status ocl_buffer_memory_usage(void *state, uint32_t dev, bool reset_peak,
+                                  uint64_t *out_in_use, uint64_t *out_peak)
+{
+    ocl_dev *d = ocl_dev_at(state, dev);
+    if (!d)
+        return SY_E_INVALID_ARG;
+    if (out_in_use)
+        *out_in_use = d->mem_in_use;
+    if (out_peak)
+        *out_peak = d->mem_peak;
+    if (reset_peak)
+        d->mem_peak = d->mem_in_use;
+    return SY_OK;
 }
 
 void *ocl_buffer_host_ptr(void *state, uint32_t dev, void *buffer)
@@ -209,6 +234,8 @@ sy_status ocl_scratch_reserve(ocl_state *s, ocl_dev *d, uint64_t bytes)
     /* Commands already queued keep the old one alive until they finish. */
     if (d->scratch)
         clReleaseMemObject(d->scratch);
+    d->mem_in_use -= d->scratch_size;
+    ocl_mem_add(d, want);
     d->scratch = m;
     d->scratch_size = want;
     return SY_OK;

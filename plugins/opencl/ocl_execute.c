@@ -296,3 +296,68 @@ sy_status ocl_device_synchronize(void *state, uint32_t dev)
     }
     return st;
 }
+
+/* ----------------------------------------------------------------- events */
+
+/* A marker after the work queued so far.  |sync| when kernels had written
+ * imported host memory by then: the wait maps it (synchronize()) so the
+ * host copy is current where the driver keeps a device copy. */
+typedef struct ocl_event {
+    cl_event ev;
+    bool sync;
+} ocl_event;
+
+sy_status ocl_device_event_record(void *state, uint32_t dev, void **out_event)
+{
+    ocl_state *s = state;
+    if (!out_event)
+        return SY_E_INVALID_ARG;
+    *out_event = NULL;
+    if (!s || dev >= s->n_devs)
+        return SY_E_INVALID_ARG;
+    ocl_dev *d = &s->devs[dev];
+    ocl_event *e = s->host->alloc(s->host->ctx, sizeof *e, 16);
+    if (!e)
+        return SY_E_NO_MEMORY;
+    cl_int err = clEnqueueMarkerWithWaitList(d->queue, 0, NULL, &e->ev);
+    if (err == CL_SUCCESS)
+        err = clFlush(d->queue);
+    if (err != CL_SUCCESS) {
+        ocl_log(s, SY_LOG_ERROR, "%s: recording an event failed: %s", d->desc.name,
+                ocl_error_name(err));
+        s->host->free(s->host->ctx, e);
+        return SY_E_DEVICE;
+    }
+    e->sync = d->n_pending > 0;
+    *out_event = e;
+    return SY_OK;
+}
+
+sy_status ocl_device_event_wait(void *state, uint32_t dev, void *event)
+{
+    ocl_state *s = state;
+    ocl_event *e = event;
+    if (!s || dev >= s->n_devs || !e)
+        return SY_E_INVALID_ARG;
+    ocl_dev *d = &s->devs[dev];
+    cl_int err = clWaitForEvents(1, &e->ev);
+    if (err != CL_SUCCESS) {
+        ocl_log(s, SY_LOG_ERROR, "%s: waiting for an event failed: %s", d->desc.name,
+                ocl_error_name(err));
+        return SY_E_DEVICE;
+    }
+    if (e->sync && d->n_pending > 0)
+        return ocl_device_synchronize(state, dev);
+    return SY_OK;
+}
+
+void ocl_device_event_release(void *state, uint32_t dev, void *event)
+{
+    ocl_state *s = state;
+    ocl_event *e = event;
+    (void)dev;
+    if (!s || !e)
+        return;
+    clReleaseEvent(e->ev);
+    s->host->free(s->host->ctx, e);
+}

@@ -126,6 +126,7 @@ typedef struct ocl_buffer {
     bool imported;
     bool mapped;
     bool pending_sync; /* imported and written since the last synchronize */
+    uint64_t counted;  /* bytes it adds to the device's mem_in_use (0: imported) */
 } ocl_buffer;
 
 typedef struct ocl_dev {
@@ -159,6 +160,9 @@ typedef struct ocl_dev {
      * in order). */
     cl_mem scratch;
     uint64_t scratch_size;
+    /* Device memory by the plugin's own count (memory_usage): buffers from
+     * buffer_alloc (not imported ones) and the scratch; now, most at once. */
+    uint64_t mem_in_use, mem_peak;
     /* One int the GET_ROWS kernels set on an out-of-range id; read and
      * cleared by synchronize() when armed. */
     cl_mem flag;
@@ -227,6 +231,10 @@ ocl_family ocl_node_family(const sy_node *node);
 /* ocl_execute.c */
 sy_status ocl_device_execute(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n);
 sy_status ocl_device_synchronize(void *state, uint32_t dev);
+/* Events (ABI 1.1): markers on the in-order queue. */
+sy_status ocl_device_event_record(void *state, uint32_t dev, void **out_event);
+sy_status ocl_device_event_wait(void *state, uint32_t dev, void *event);
+void ocl_device_event_release(void *state, uint32_t dev, void *event);
 
 /* ocl_launch.c: enqueues the kernels of one node.  SY_E_UNSUPPORTED means
  * "run it on the host instead" (|*out_why| says why). */
@@ -245,6 +253,8 @@ sy_status ocl_buffer_alloc(void *state, uint32_t dev, uint64_t size, void **out_
 sy_status ocl_buffer_import_host(void *state, uint32_t dev, void *ptr, uint64_t size,
                                  void **out_buffer);
 void ocl_buffer_free(void *state, uint32_t dev, void *buffer);
+sy_status ocl_buffer_memory_usage(void *state, uint32_t dev, bool reset_peak,
+                                  uint64_t *out_in_use, uint64_t *out_peak);
 void *ocl_buffer_host_ptr(void *state, uint32_t dev, void *buffer);
 sy_status ocl_buffer_copy_in(void *state, uint32_t dev, void *buffer, uint64_t offset,
                              const void *src, uint64_t size);

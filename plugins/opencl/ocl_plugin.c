@@ -22,6 +22,10 @@ static const sy_plugin_desc ocl_plugin_desc = {
     .execute = ocl_device_execute,
     .synchronize = ocl_device_synchronize,
     .self_test = ocl_device_self_test,
+    .event_record = ocl_device_event_record,
+    .event_wait = ocl_device_event_wait,
+    .event_release = ocl_device_event_release,
+    .memory_usage = ocl_buffer_memory_usage,
 };
 
 SY_PLUGIN_EXPORT const sy_plugin_desc *sy_plugin_query(uint32_t host_abi);

@@ -17,9 +17,9 @@
 
 #if defined(__x86_64__) && defined(__LP64__)
 
-Test(abi, version_is_1_0)
+Test(abi, version_is_1_1)
 {
-    cr_expect_eq(SY_PLUGIN_ABI_VERSION, 0x00010000u);
+    cr_expect_eq(SY_PLUGIN_ABI_VERSION, 0x00010001u);
     cr_expect_eq(SY_PLUGIN_ABI_MAJOR_OF(0x00630002u), 99u);
     cr_expect_str_eq(SY_PLUGIN_ENTRY_SYMBOL, "sy_plugin_query");
 }
@@ -46,7 +46,12 @@ Test(abi, plugin_desc_layout_is_pinned)
     PIN_OFFSET(sy_plugin_desc, execute, 128);
     PIN_OFFSET(sy_plugin_desc, synchronize, 136);
     PIN_OFFSET(sy_plugin_desc, self_test, 144);
-    PIN_SIZE(sy_plugin_desc, 152);
+    /* ABI 1.1 */
+    PIN_OFFSET(sy_plugin_desc, event_record, 152);
+    PIN_OFFSET(sy_plugin_desc, event_wait, 160);
+    PIN_OFFSET(sy_plugin_desc, event_release, 168);
+    PIN_OFFSET(sy_plugin_desc, memory_usage, 176);
+    PIN_SIZE(sy_plugin_desc, 184);
 }
 
 Test(abi, host_layout_is_pinned)

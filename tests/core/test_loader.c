@@ -151,7 +151,7 @@ Test(loader, hands_the_plugin_working_host_services_and_prefixes_its_log_lines)
 
 Test(loader, refuses_a_plugin_built_for_abi_99)
 {
-    assert_refused(PLUGIN("abi99.so"), SY_E_PLUGIN_ABI, "built for ABI 99.0, host is 1.0");
+    assert_refused(PLUGIN("abi99.so"), SY_E_PLUGIN_ABI, "built for ABI 99.0, host is 1.1");
     check_leaks();
 }
 
@@ -166,7 +166,7 @@ Test(loader, refuses_a_library_without_the_entry_symbol)
 Test(loader, refuses_a_plugin_whose_query_returns_null)
 {
     assert_refused(PLUGIN("query_null.so"), SY_E_PLUGIN_ABI,
-                   "sy_plugin_query() returned NULL: the plugin cannot serve a host of ABI 1.0");
+                   "sy_plugin_query() returned NULL: the plugin cannot serve a host of ABI 1.1");
     check_leaks();
 }
 
@@ -175,7 +175,7 @@ Test(loader, refuses_a_table_smaller_than_the_abi_1_0_fields)
     char reason[128];
     snprintf(reason, sizeof reason,
              "descriptor struct_size %zu is smaller than the %zu bytes of ABI 1.0",
-             offsetof(sy_plugin_desc, init), sizeof(sy_plugin_desc));
+             offsetof(sy_plugin_desc, init), offsetof(sy_plugin_desc, event_record));
     assert_refused(PLUGIN("small_table.so"), SY_E_PLUGIN_ABI, reason);
     check_leaks();
 }
@@ -258,9 +258,10 @@ Test(loader, loads_a_directory_in_sorted_order_and_refuses_each_broken_file_ther
 {
     log_capture cap = {0};
     sy_runtime *rt = load(SY_TEST_PLUGIN_DIR, &cap);
-    static const char *const loaded[] = {"dup",          "fault_alloc", "fault_execute",
-                                         "fault_matmul", "future_minor", "opaquedev",
-                                         "testdev",      "unmapped"};
+    static const char *const loaded[] = {"async_fault_matmul", "asyncdev",     "asyncdev_b",
+                                         "dup",                "fault_alloc",  "fault_execute",
+                                         "fault_matmul",       "future_minor", "opaquedev",
+                                         "testdev",            "unmapped"};
     static const char *const refused[] = {"abi99.so",        "dup_b.so",        "fault_describe.so",
                                           "init_fails.so",   "no_entry.so",     "null_execute.so",
                                           "query_null.so",   "small_table.so",  "x.so"};

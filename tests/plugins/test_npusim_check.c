@@ -60,6 +60,7 @@ Test(plugin_check, passes_on_the_cpu_plugin)
     cr_assert_str_eq(r->plugin, "cpu");
     expect_outcome(r, "matmul q4_k x f32 K=256 N=24 M=7", SY_PCHECK_PASS);
     expect_outcome(r, "two states on two threads at once", SY_PCHECK_PASS);
+    expect_outcome(r, "describe writes nothing for struct_size 0", SY_PCHECK_PASS);
     sy_pcheck_report_destroy(r);
 }
 
@@ -128,6 +129,8 @@ Test(plugin_check, passes_on_the_opencl_plugin_where_it_was_built)
     if (init && init->outcome == SY_PCHECK_FAIL)
         cr_skip_test("no OpenCL platform here: %s", init->detail);
     expect_all_pass(r);
+    expect_outcome(r, "describe writes nothing for struct_size 0", SY_PCHECK_PASS);
+    expect_outcome(r, "event_wait completes queued work", SY_PCHECK_PASS);
     sy_pcheck_report_destroy(r);
 }
 
@@ -135,14 +138,18 @@ Test(plugin_check, passes_on_the_test_devices_the_core_tests_build)
 {
     /* testdev is the smallest complete plugin in the tree (the guide points
      * vendors at it): it must pass what it teaches, mapped or opaque. */
-    static const char *const files[] = {"testdev.so", "opaquedev.so", "unmapped.so"};
+    static const char *const files[] = {"testdev.so", "opaquedev.so", "unmapped.so",
+                                        "asyncdev.so", "asyncdev_b.so"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s", SY_TEST_PLUGIN_DIR, files[i]);
         sy_pcheck_report *r = run_check(path, SY_PCHECK_TOL_AUTO);
         expect_all_pass(r);
         expect_outcome(r, "describe honours a smaller struct_size", SY_PCHECK_PASS);
+        expect_outcome(r, "describe writes nothing for struct_size 0", SY_PCHECK_PASS);
         expect_outcome(r, "allocation beyond memory fails cleanly", SY_PCHECK_PASS);
+        expect_outcome(r, "event_wait completes queued work",
+                       strncmp(files[i], "async", 5) == 0 ? SY_PCHECK_PASS : SY_PCHECK_SKIP);
         sy_pcheck_report_destroy(r);
     }
 }
@@ -170,6 +177,7 @@ Test(plugin_check, fails_each_broken_plugin_naming_the_check_it_breaks)
     expect_broken("fault_execute.so", "add f32 [64,6,2] by [64,6,2]");
     expect_broken("overrun/overrun.so", "describe stays within struct_size");
     expect_broken("overrun/overrun.so", "describe honours a smaller struct_size");
+    expect_broken("overrun/lazy_wait.so", "event_wait completes queued work");
 }
 
 Test(plugin_check, reports_the_reason_a_broken_init_gave)

@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define SY_PLUGIN_ABI_MAJOR 1u
-#define SY_PLUGIN_ABI_MINOR 0u
+#define SY_PLUGIN_ABI_MINOR 1u
 #define SY_PLUGIN_ABI_VERSION ((SY_PLUGIN_ABI_MAJOR << 16) | SY_PLUGIN_ABI_MINOR)
 #define SY_PLUGIN_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 
@@ -136,11 +136,41 @@ typedef struct sy_plugin_desc {
     /* Runs |n| nodes in order.  Tensors carry their residency on |dev|.
      * View nodes (sy_op_is_view) are passed too and must be no-ops: their
      * output already aliases the input's memory.
-     * May return before completion; synchronize() waits. */
+     * May return before completion; synchronize() waits.  Work queued on
+     * one device runs in queue order.  Without events the core calls
+     * synchronize() before it touches |nodes| again; a plugin with events
+     * (ABI 1.1) reads everything the work needs from |nodes| and their
+     * tensors before returning, as the core repoints those tensors for
+     * the next segment at once.  copy_in/copy_out return when the copy is
+     * done, after the work queued on the device before them. */
     sy_status (*execute)(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n);
     sy_status (*synchronize)(void *state, uint32_t dev);
     /* (optional) Runs the device's own checks; fills |out_msg| on failure. */
     sy_status (*self_test)(void *state, uint32_t dev, char *out_msg, uint32_t msg_size);
+    /* --- ABI 1.1: events (optional, all three or none; NULL = the core
+     * calls synchronize() where it needs |dev|'s work done) --- */
+    /* Records a marker after the work queued on |dev| so far (execute,
+     * copies).  Ownership: caller owns *out_event; free with
+     * event_release().  Since ABI 1.1. */
+    sy_status (*event_record)(void *state, uint32_t dev, void **out_event);
+    /* Blocks the calling thread until the work before |event| is done and
+     * its results are visible to the host and to other devices; returns
+     * the first error that work met (a failing kernel may report here
+     * rather than from execute()).  Does not release |event|.  Since
+     * ABI 1.1. */
+    sy_status (*event_wait)(void *state, uint32_t dev, void *event);
+    /* Frees |event|, waited for or not.  Since ABI 1.1. */
+    void (*event_release)(void *state, uint32_t dev, void *event);
+    /* (optional, NULL = not counted) Device memory the plugin holds on
+     * |dev|, by its own accounting: the bytes of every buffer allocated
+     * through buffer_alloc and not yet freed, plus whatever else it
+     * allocated for the device and says so (scratch, staging); buffers
+     * wrapping host memory (buffer_import_host) count 0.  The peak is the
+     * most held at once since the plugin was initialised or since the
+     * last call with |reset_peak|, which, after reporting, restarts it
+     * from the bytes in use.  Either pointer may be NULL.  Since ABI 1.1. */
+    sy_status (*memory_usage)(void *state, uint32_t dev, bool reset_peak, uint64_t *out_in_use,
+                              uint64_t *out_peak);
     /* --- append only --- */
 } sy_plugin_desc;
 

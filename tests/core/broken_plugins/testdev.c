@@ -21,6 +21,16 @@
  *                         later header that forgot the rule); built apart,
  *                         in overrun/, where no directory load finds it
  *   TESTDEV_ABI_MINOR=N   claims ABI 1.N with a table longer than 1.0's
+ *   TESTDEV_ASYNC=1       an asynchronous device with events (ABI 1.1):
+ *                         execute() only queues copies of the nodes, and
+ *                         the work runs when the core waits for an event
+ *                         after it or synchronizes, so a result read before
+ *                         its wait is stale every time, not by chance; a
+ *                         failing kernel (TESTDEV_FAIL_OP) reports at the
+ *                         wait, as a real device's asynchronous error does
+ *   TESTDEV_LAZY_WAIT=1   (with TESTDEV_ASYNC) event_wait() returns without
+ *                         running the work: the bug plugin-check's event
+ *                         check exists for; built apart, in overrun/
  *
  * It logs what it does at debug level through host->log so that tests can
  * see which buffers the core asked for, and reports leaked buffers at
@@ -57,6 +67,12 @@
 #ifndef TESTDEV_DESCRIBE_OVERRUN
 #define TESTDEV_DESCRIBE_OVERRUN 0
 #endif
+#ifndef TESTDEV_ASYNC
+#define TESTDEV_ASYNC 0
+#endif
+#ifndef TESTDEV_LAZY_WAIT
+#define TESTDEV_LAZY_WAIT 0
+#endif
 #ifndef TESTDEV_ABI_MINOR
 #define TESTDEV_ABI_MINOR SY_PLUGIN_ABI_MINOR
 #endif
@@ -64,10 +80,22 @@
 /* What the device claims; buffers and nodes beyond it are refused. */
 #define TESTDEV_MEMORY ((uint64_t)1 << 30)
 
+/* One node queued on the asynchronous variant, its tensors resolved. */
+typedef struct testdev_job {
+    sy_node node;
+    sy_tensor ins[SY_MAX_INPUTS];
+    sy_tensor out;
+} testdev_job;
+
 typedef struct testdev_state {
     const sy_host *host;
     uint32_t alloc_calls; /* buffer_alloc calls so far, for fault injection */
     int32_t live_buffers;
+    /* TESTDEV_ASYNC: jobs[0, n_jobs) are numbers [done, done + n_jobs) */
+    testdev_job *jobs;
+    uint32_t n_jobs, cap_jobs;
+    uint64_t done;
+    int32_t live_events;
 } testdev_state;
 
 typedef struct testdev_buffer {
@@ -78,6 +106,9 @@ typedef struct testdev_buffer {
 
 static void testdev_logf(testdev_state *s, sy_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+#if TESTDEV_ASYNC
+static sy_status testdev_run_until(testdev_state *s, uint64_t until);
+#endif
 
 static void testdev_logf(testdev_state *s, sy_log_level level, const char *fmt, ...)
 {
@@ -163,6 +194,12 @@ static void testdev_deinit(void *state)
     testdev_state *s = state;
     if (s->live_buffers != 0)
         testdev_logf(s, SY_LOG_ERROR, "%d buffers leaked", (int)s->live_buffers);
+    if (s->live_events != 0)
+        testdev_logf(s, SY_LOG_ERROR, "%d events leaked", (int)s->live_events);
+    if (s->n_jobs != 0)
+        testdev_logf(s, SY_LOG_ERROR, "%u queued nodes never ran", s->n_jobs);
+    if (s->jobs)
+        s->host->free(s->host->ctx, s->jobs);
     s->host->free(s->host->ctx, s);
 }
 
@@ -316,6 +353,11 @@ static sy_status testdev_copy_in(void *state, uint32_t dev, void *buffer, uint64
     if (offset > b->size || size > b->size - offset)
         return SY_E_INVALID_ARG;
     testdev_logf(s, SY_LOG_DEBUG, "copy_in %llu", (unsigned long long)size);
+#if TESTDEV_ASYNC
+    sy_status st = testdev_run_until(s, UINT64_MAX); /* copies come after queued work */
+    if (st != SY_OK)
+        return st;
+#endif
     memcpy((char *)b->ptr + offset, src, (size_t)size);
     return SY_OK;
 }
@@ -328,6 +370,11 @@ static sy_status testdev_copy_out(void *state, uint32_t dev, void *buffer, uint6
     if (offset > b->size || size > b->size - offset)
         return SY_E_INVALID_ARG;
     testdev_logf(s, SY_LOG_DEBUG, "copy_out %llu", (unsigned long long)size);
+#if TESTDEV_ASYNC
+    sy_status st = testdev_run_until(s, UINT64_MAX);
+    if (st != SY_OK)
+        return st;
+#endif
     memcpy(dst, (char *)b->ptr + offset, (size_t)size);
     return SY_OK;
 }
@@ -350,31 +397,123 @@ static sy_status testdev_resolve(testdev_state *s, const sy_tensor *t, sy_tensor
     return SY_OK;
 }
 
+/* Copies |node| into |job| with its tensors pointed at their storage. */
+static sy_status testdev_resolve_node(testdev_state *s, const sy_node *node, testdev_job *job)
+{
+    job->node = *node;
+    for (uint32_t k = 0; k < node->n_inputs; k++) {
+        sy_status st = testdev_resolve(s, node->inputs[k], &job->ins[k]);
+        if (st != SY_OK)
+            return st;
+        job->node.inputs[k] = &job->ins[k];
+    }
+    job->node.output = &job->out;
+    return testdev_resolve(s, node->output, &job->out);
+}
+
+static sy_status testdev_run_job(testdev_state *s, testdev_job *job)
+{
+    if (TESTDEV_FAIL_OP != SY_OP_NONE && job->node.op == (uint32_t)TESTDEV_FAIL_OP) {
+        testdev_logf(s, SY_LOG_ERROR, "node '%s': kernel failed (fault injection)",
+                     job->node.name);
+        return SY_E_DEVICE;
+    }
+    return s->host->reference_execute(s->host->ctx, &job->node);
+}
+
+#if TESTDEV_ASYNC
+static sy_status testdev_queue(testdev_state *s, sy_node *const *nodes, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (sy_op_is_view(nodes[i]->op))
+            continue;
+        if (s->n_jobs == s->cap_jobs) {
+            uint32_t cap = s->cap_jobs ? s->cap_jobs * 2 : 64;
+            testdev_job *grown = s->host->alloc(s->host->ctx, sizeof *grown * cap, 16);
+            if (!grown)
+                return SY_E_NO_MEMORY;
+            if (s->jobs) {
+                memcpy(grown, s->jobs, sizeof *grown * s->n_jobs);
+                s->host->free(s->host->ctx, s->jobs);
+            }
+            s->jobs = grown;
+            s->cap_jobs = cap;
+        }
+        sy_status st = testdev_resolve_node(s, nodes[i], &s->jobs[s->n_jobs]);
+        if (st != SY_OK)
+            return st;
+        s->n_jobs++;
+    }
+    return SY_OK;
+}
+
+/* Runs the queued jobs numbered below |until|.  After a failure the rest
+ * of the queue is dropped, as a device drops work after a fault. */
+static sy_status testdev_run_until(testdev_state *s, uint64_t until)
+{
+    uint32_t k = 0;
+    sy_status st = SY_OK;
+    while (k < s->n_jobs && s->done + k < until && st == SY_OK)
+        st = testdev_run_job(s, &s->jobs[k++]);
+    if (st != SY_OK)
+        k = s->n_jobs;
+    memmove(s->jobs, s->jobs + k, sizeof *s->jobs * (s->n_jobs - k));
+    s->n_jobs -= k;
+    s->done += k;
+    return st;
+}
+
+static sy_status testdev_event_record(void *state, uint32_t dev, void **out_event)
+{
+    testdev_state *s = state;
+    (void)dev;
+    uint64_t *ev = s->host->alloc(s->host->ctx, sizeof *ev, 16);
+    *out_event = ev;
+    if (!ev)
+        return SY_E_NO_MEMORY;
+    *ev = s->done + s->n_jobs;
+    s->live_events++;
+    testdev_logf(s, SY_LOG_DEBUG, "event_record %llu", (unsigned long long)*ev);
+    return SY_OK;
+}
+
+static sy_status testdev_event_wait(void *state, uint32_t dev, void *event)
+{
+    testdev_state *s = state;
+    (void)dev;
+    const uint64_t until = *(const uint64_t *)event;
+    testdev_logf(s, SY_LOG_DEBUG, "event_wait %llu", (unsigned long long)until);
+    if (TESTDEV_LAZY_WAIT)
+        return SY_OK;
+    return testdev_run_until(s, until);
+}
+
+static void testdev_event_release(void *state, uint32_t dev, void *event)
+{
+    testdev_state *s = state;
+    (void)dev;
+    if (!event)
+        return;
+    s->host->free(s->host->ctx, event);
+    s->live_events--;
+}
+#endif
+
 static sy_status testdev_execute(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n)
 {
     testdev_state *s = state;
     testdev_logf(s, SY_LOG_DEBUG, "execute %u nodes", n);
+#if TESTDEV_ASYNC
+    return testdev_queue(s, nodes, n);
+#else
     for (uint32_t i = 0; i < n; i++) {
         const sy_node *node = nodes[i];
         if (sy_op_is_view(node->op))
             continue;
-        if (TESTDEV_FAIL_OP != SY_OP_NONE && node->op == (uint32_t)TESTDEV_FAIL_OP) {
-            testdev_logf(s, SY_LOG_ERROR, "node '%s': kernel failed (fault injection)", node->name);
-            return SY_E_DEVICE;
-        }
-        sy_tensor ins[SY_MAX_INPUTS], out;
-        sy_node local = *node;
-        for (uint32_t k = 0; k < node->n_inputs; k++) {
-            sy_status st = testdev_resolve(s, node->inputs[k], &ins[k]);
-            if (st != SY_OK)
-                return st;
-            local.inputs[k] = &ins[k];
-        }
-        sy_status st = testdev_resolve(s, node->output, &out);
-        if (st != SY_OK)
-            return st;
-        local.output = &out;
-        st = s->host->reference_execute(s->host->ctx, &local);
+        testdev_job job;
+        sy_status st = testdev_resolve_node(s, node, &job);
+        if (st == SY_OK)
+            st = testdev_run_job(s, &job);
         if (st != SY_OK)
             return st;
         if (TESTDEV_FAIL_EXECUTE) {
@@ -383,13 +522,20 @@ static sy_status testdev_execute(void *state, uint32_t dev, sy_node *const *node
         }
     }
     return SY_OK;
+#endif
 }
 
 static sy_status testdev_synchronize(void *state, uint32_t dev)
 {
-    (void)state;
     (void)dev;
+#if TESTDEV_ASYNC
+    testdev_state *s = state;
+    testdev_logf(s, SY_LOG_DEBUG, "synchronize");
+    return testdev_run_until(s, UINT64_MAX);
+#else
+    (void)state;
     return SY_OK;
+#endif
 }
 
 /* A newer minor appends fields; the core must read only the 1.0 part. */
@@ -421,6 +567,11 @@ static const testdev_table testdev_table_v = {
             .copy_out = testdev_copy_out,
             .execute = testdev_execute,
             .synchronize = testdev_synchronize,
+#if TESTDEV_ASYNC
+            .event_record = testdev_event_record,
+            .event_wait = testdev_event_wait,
+            .event_release = testdev_event_release,
+#endif
         },
 };
 
