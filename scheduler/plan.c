@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "memplan.h"
-#include "plan_internal.h"
+#include "plan_order.h"
 
 static uint32_t plan_pool_add(sy_plan *p, const char *text)
 {
@@ -228,6 +228,43 @@ static sy_status plan_transfers(sy_plan *p, const sy__plan_ctx *c, uint32_t lo, 
     return SY_OK;
 }
 
+/* True when node order[o] on |dev| reads a value not yet sent there from
+ * a device with events: issuing its transfer waits for that device, so it
+ * goes just before the node, not before the nodes ahead of it that can
+ * run meanwhile. */
+static bool reads_value(const sy__plan_ctx *c, uint32_t node, uint32_t v)
+{
+    const sy_node *n = sy_graph_node(c->g, node);
+    for (uint32_t j = 0; j < n->n_inputs; j++)
+        if (c->value_of[n->inputs[j]->id] == v)
+            return true;
+    return false;
+}
+
+static bool needs_async_value(const sy_plan *p, const sy__plan_ctx *c, uint32_t lo, uint32_t o,
+                              uint32_t dev, const uint8_t *sent_v, const uint8_t *sent_l)
+{
+    uint32_t i = p->order[o], k = c->dec_of[i];
+    const sy_node *n = sy_graph_node(c->g, i);
+    for (uint32_t j = 0; j < n->n_inputs; j++) {
+        uint32_t v = c->value_of[n->inputs[j]->id];
+        bool leaf = (v & SY__LEAF_BIT) != 0;
+        uint32_t root = v & ~SY__LEAF_BIT;
+        if (leaf && c->leaf_writer[root] == k)
+            continue;
+        uint32_t src = value_device(c, v);
+        uint8_t sent = leaf ? sent_l[root] : sent_v[v];
+        if (src == dev || (sent >> dev & 1u) || !sy__plan_slot_has_events(c, src))
+            continue;
+        bool earlier = false; /* sent before the segment for a node ahead */
+        for (uint32_t q = lo; q < o && !earlier; q++)
+            earlier = reads_value(c, p->order[q], v);
+        if (!earlier)
+            return true;
+    }
+    return false;
+}
+
 static sy_status plan_steps(sy_plan *p, const sy__plan_ctx *c)
 {
     uint32_t n = 0, cap = 0;
@@ -235,12 +272,16 @@ static sy_status plan_steps(sy_plan *p, const sy__plan_ctx *c)
         if (c->dec_of[i] != SY__NONE)
             p->order[n++] = i;
     p->n_order = n;
+    sy_status ost = sy__plan_issue_order(c, p, p->order, n);
+    if (ost == SY_E_NO_MEMORY)
+        return ost;
     uint8_t *sent_v = calloc((size_t)c->n_dec + 1, 1);
     uint8_t *sent_l = calloc((size_t)c->n_tensors + 1, 1);
     sy_status st = sent_v && sent_l ? SY_OK : SY_E_NO_MEMORY;
     for (uint32_t lo = 0; st == SY_OK && lo < n;) {
         uint32_t dev = p->nodes[p->order[lo]].dev, hi = lo + 1;
-        while (hi < n && p->nodes[p->order[hi]].dev == dev)
+        while (hi < n && p->nodes[p->order[hi]].dev == dev &&
+               !needs_async_value(p, c, lo, hi, dev, sent_v, sent_l))
             hi++;
         st = plan_transfers(p, c, lo, hi, dev, sent_v, sent_l, &cap);
         if (st != SY_OK)
@@ -316,7 +357,7 @@ sy_status sy__plan_build(sy__plan_ctx *c, sy_plan **out_plan)
     for (uint32_t d = 0; d < c->D; d++)
         p->mem[d].activation_bytes = mp.arena[d];
     sy__memplan_free(&mp);
-    p->predicted_s = p->compute_s + p->transfer_s;
+    p->predicted_s = sy__plan_makespan(c, p);
     p->predicted_j = p->compute_j + p->transfer_j;
     p->energy_measured = true;
     for (uint32_t d = 0; d < c->D; d++)

@@ -154,8 +154,10 @@ static void explain_table(const sy_plan *p, FILE *f)
                 p->dev_profile[d][0] ? p->dev_profile[d] : "none (roofline defaults)");
     fprintf(f, "algorithm: %s; planned in %s\n", p->algorithm,
             fmt_time(p->planning_s, a, sizeof a));
-    fprintf(f, "predicted step: %s = compute %s + %u transfer%s %s (%s)\n",
-            fmt_time(p->predicted_s, a, sizeof a), fmt_time(p->compute_s, b, sizeof b),
+    const bool overlapped = p->predicted_s < (p->compute_s + p->transfer_s) * (1 - 1e-9);
+    fprintf(f, "predicted step: %s %s compute %s + %u transfer%s %s (%s)\n",
+            fmt_time(p->predicted_s, a, sizeof a),
+            overlapped ? "overlapped; in a row:" : "=", fmt_time(p->compute_s, b, sizeof b),
             p->n_transfers, p->n_transfers == 1 ? "" : "s", fmt_time(p->transfer_s, c, sizeof c),
             fmt_bytes(p->transfer_bytes, tb, sizeof tb));
     bool energy = show_energy(p);

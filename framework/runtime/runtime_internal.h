@@ -39,6 +39,13 @@ typedef struct sy__device {
     sy_device_desc desc; /* as the plugin described it, strings terminated */
 } sy__device;
 
+/* True when |dev|'s plugin has events (ABI 1.1; the loader admits all
+ * three functions or none). */
+static inline bool sy__device_has_events(const sy__device *dev)
+{
+    return dev->plugin->desc.event_record != NULL;
+}
+
 typedef struct sy__refusal {
     char *path;
     char *reason;
