@@ -8,6 +8,7 @@
 #
 # usage: bench/ab_builds.sh BUILD_A BUILD_B [-m MODEL]... [-d DEVICES]...
 #                           [-t "1 2"] [-p 128] [-n 32] [-r 2] [--rounds 5]
+#                           [--policy P]
 # Each -d adds a device list to compare on (default: cpu); every
 # (model, devices, threads) combination runs in every round.
 set -euo pipefail
@@ -21,6 +22,7 @@ n_prompt=128
 n_gen=32
 reps=2
 rounds=5
+policy=latency
 while [ $# -gt 0 ]; do
     case $1 in
     -m) models+=("$2"); shift 2 ;;
@@ -30,6 +32,7 @@ while [ $# -gt 0 ]; do
     -n) n_gen=$2; shift 2 ;;
     -r) reps=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --policy) policy=$2; shift 2 ;;
     *) echo "ab_builds.sh: unknown option '$1'" >&2; exit 2 ;;
     esac
 done
@@ -45,7 +48,7 @@ for ((r = 0; r < rounds; r++)); do
             for di in "${!devices[@]}"; do
                 for t in $threads; do
                     env -u SWITCHYARD_PLUGIN_PATH "$build/tools/switchyard" bench -m "${models[$mi]}" -t "$t" -p "$n_prompt" \
-                        -n "$n_gen" -r "$reps" --devices "${devices[$di]}" -o json \
+                        -n "$n_gen" -r "$reps" --devices "${devices[$di]}" --policy "$policy" -o json \
                         >"$out/$side-$r-$mi-$di-$t.json"
                 done
             done

@@ -132,7 +132,8 @@ void sy__kv_cache_reset(sy_kv_cache *kv)
         kv->layers[il].pos0 = 0;
 }
 
-sy_status sy__kv_cache_make_room(sy_kv_cache *kv, uint32_t n_past, uint32_t n, char *err,
+sy_status sy__kv_cache_make_room(sy_kv_cache *kv, uint32_t n_past, uint32_t n,
+                                 sy__kv_sync_fn sync, void *sync_user, char *err,
                                  size_t err_size)
 {
     for (uint32_t il = 0; il < kv->n_layer; il++) {
@@ -150,6 +151,13 @@ sy_status sy__kv_cache_make_room(sy_kv_cache *kv, uint32_t n_past, uint32_t n, c
         }
         const size_t from = (size_t)(keep - l->pos0) * kv->row_bytes;
         const size_t len = (size_t)(n_past - keep) * kv->row_bytes;
+        if (sync) {
+            sy_status st = sync(sync_user, l->k, (uint64_t)l->rows * kv->row_bytes);
+            if (st == SY_OK)
+                st = sync(sync_user, l->v, (uint64_t)l->rows * kv->row_bytes);
+            if (st != SY_OK)
+                return st; /* |sync| said why */
+        }
         memmove(l->k, (char *)l->k + from, len);
         memmove(l->v, (char *)l->v + from, len);
         l->pos0 = keep;

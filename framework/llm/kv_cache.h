@@ -64,11 +64,19 @@ void sy__kv_cache_deinit(sy_kv_cache *kv);
 /* Forgets every position (row 0 is position 0 again). */
 void sy__kv_cache_reset(sy_kv_cache *kv);
 
+/* Called before the rows of a layer's K or V buffer at |host| (|size|
+ * bytes) are moved on the host: makes them current there (a device may
+ * hold the newer copy) and notes that they change.  Non-OK stops the
+ * slide and is returned (the callback reports why). */
+typedef sy_status (*sy__kv_sync_fn)(void *user, void *host, uint64_t size);
+
 /* Slides the windowed layers so that a step appending |n| tokens after
  * |n_past| has rows for them while keeping the last window - 1 positions
- * before n_past.  SY_E_INTERNAL, with the reason in |err|, when a layer
- * cannot (n exceeds max_step). */
-sy_status sy__kv_cache_make_room(sy_kv_cache *kv, uint32_t n_past, uint32_t n, char *err,
+ * before n_past; |sync| (may be NULL) is called for each buffer before it
+ * moves.  SY_E_INTERNAL, with the reason in |err|, when a layer cannot (n
+ * exceeds max_step). */
+sy_status sy__kv_cache_make_room(sy_kv_cache *kv, uint32_t n_past, uint32_t n,
+                                 sy__kv_sync_fn sync, void *sync_user, char *err,
                                  size_t err_size);
 
 /* True when every layer still holds the positions a step at |n_past| reads

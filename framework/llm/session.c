@@ -221,6 +221,8 @@ sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_sess
         st = sy_planner_load_default_profiles(s->planner, NULL);
     if (st == SY_OK)
         st = sy_executor_create(rt, &s->exec);
+    if (st == SY_OK)
+        st = sy_executor_keep_state(s->exec, true);
     if (st == SY_OK && o.time_nodes)
         st = sy_executor_set_node_timing(s->exec, true);
     s->timing.on = o.time_nodes;
@@ -283,6 +285,18 @@ uint32_t sy_session_n_past(const sy_session *s)
     return s ? s->n_past : 0;
 }
 
+/* The KV cache's slides move rows on the host: the executor keeps each
+ * layer's cache on the device that runs its attention (docs/memory.md). */
+static sy_status kv_sync(void *user, void *host, uint64_t size)
+{
+    sy_session *s = user;
+    sy_status st = sy_executor_sync_state(s->exec, host, size, true);
+    if (st != SY_OK)
+        session_fail(s, st, "sliding the KV cache's window: %s",
+                     sy_runtime_last_error(s->m->rt));
+    return st;
+}
+
 /* Runs one graph for tokens[0..n) (n <= the cache's max_step) at the
  * current position.  |tokens| may point into s->hist at the current
  * position (a re-evaluation after a shift): it is copied to itself. */
@@ -300,7 +314,8 @@ static sy_status eval_chunk(sy_session *s, const int32_t *tokens, uint32_t n, bo
         s->tokens[i] = tokens[i];
         s->positions[i] = (int32_t)(s->n_past + i);
     }
-    sy_status st = sy__kv_cache_make_room(&s->kv, s->n_past, n, s->err, sizeof s->err);
+    sy_status st = sy__kv_cache_make_room(&s->kv, s->n_past, n, kv_sync, s, s->err,
+                                          sizeof s->err);
     if (st != SY_OK)
         return st;
     sy_step_desc step = {

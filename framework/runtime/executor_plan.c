@@ -31,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "executor_state.h"
 #include "memplan.h"
 #include "plan_internal.h"
 #include "runtime_internal.h"
@@ -42,7 +43,8 @@
 enum {
     XP_PRIVATE = 1u << 0,   /* this run's own buffer, freed after it */
     XP_WRAPPED = 1u << 1,   /* wraps host memory: no device bytes of its own */
-    XP_FROM_HOST = 1u << 2  /* wraps the tensor's own host data */
+    XP_FROM_HOST = 1u << 2, /* wraps the tensor's own host data */
+    XP_STATE = 1u << 3      /* a KV cache kept on the device (executor_state.c) */
 };
 
 /* Where a root tensor's bytes are on one device slot during a run. */
@@ -67,6 +69,7 @@ typedef struct xp_device {
     uint64_t arena_size;
     char *arena_host;
     uint64_t now, peak, weights; /* bytes held: all, most at once, kept weights */
+    uint64_t moved;              /* bytes copied to or from it by the plugin's copies */
 } xp_device;
 
 typedef struct xp_layout {
@@ -86,6 +89,7 @@ struct sy_executor {
     uint32_t index_cap;   /* power of two */
     xp_layout layouts[XP_LAYOUTS];
     uint64_t tick;
+    sy__xstate state; /* KV caches kept on devices (sy_executor_keep_state) */
     /* scratch of one run, kept to spare the allocations */
     xp_bind *bind;
     uint8_t *writer;
@@ -159,6 +163,12 @@ static void xp_dev_free(sy_executor *x, uint32_t di, void *buf, uint64_t size)
     const sy__device *dev = &x->rt->devices[di];
     dev->plugin->desc.buffer_free(dev->plugin->state, dev->index, buf);
     x->dev[di].now -= size;
+}
+
+/* Counts |size| bytes copied to or from runtime device |di|. */
+static void xp_moved(sy_executor *x, uint32_t di, uint64_t size)
+{
+    x->dev[di].moved += size;
 }
 
 /* ---------------------------------------------------------------- kept */
@@ -242,6 +252,7 @@ static sy_status xp_keep_weight(xp_run *r, const sy_tensor *t, uint32_t d)
             if (st != SY_OK)
                 return xp_fail(r, st, d, "buffer_alloc", t->name, size);
             st = p->desc.copy_in(p->state, dev->index, k.buf, 0, host, size);
+            xp_moved(r->x, di, size);
             if (st != SY_OK) {
                 xp_dev_free(r->x, di, k.buf, size);
                 return xp_fail(r, st, d, "copy_in", t->name, size);
@@ -462,6 +473,19 @@ static sy_status xp_place_leaf(xp_run *r, sy_tensor *t, uint32_t d)
     if (st != SY_E_UNSUPPORTED)
         return st;
     void *host = sy_graph_host_data(r->g, t);
+    /* --- kept KV caches (executor_state.c) --- */
+    if (t->role == SY_ROLE_KV) {
+        xp_bind *b = xp_at(r, t->id, d);
+        st = sy__xstate_place(&r->x->state, r->x, r->rt, r->plan->dev_index[d], host, size,
+                              t->name, t->id, d, &b->buf);
+        if (st != SY_E_UNSUPPORTED) {
+            b->off = 0;
+            b->host = st == SY_OK ? xp_host_ptr(r->dev[d], b->buf) : NULL;
+            b->flags = XP_STATE;
+            return st;
+        }
+    }
+    /* --- */
     if (xp_wrap(r, t, d, host, XP_FROM_HOST))
         return SY_OK;
     st = xp_private(r, t, d);
@@ -479,6 +503,7 @@ static sy_status xp_place_leaf(xp_run *r, sy_tensor *t, uint32_t d)
     const sy__plugin *p = r->dev[d]->plugin;
     xp_bind *b = xp_at(r, t->id, d);
     st = p->desc.copy_in(p->state, r->dev[d]->index, b->buf, 0, host ? host : zeros, size);
+    xp_moved(r->x, r->plan->dev_index[d], size);
     free(zeros);
     return st == SY_OK ? SY_OK : xp_fail(r, st, d, "copy_in", t->name, size);
 }
@@ -601,6 +626,9 @@ static sy_status xp_copy(xp_run *r, const sy_tensor *root, uint32_t sd, uint32_t
     const xp_bind *sb = xp_at(r, root->id, sd), *db = xp_at(r, root->id, dd);
     const sy__plugin *sp = r->dev[sd]->plugin, *dp = r->dev[dd]->plugin;
     uint32_t si = r->dev[sd]->index, di = r->dev[dd]->index;
+    xp_moved(r->x, r->plan->dev_index[sd], size);
+    if (r->plan->dev_index[dd] != r->plan->dev_index[sd])
+        xp_moved(r->x, r->plan->dev_index[dd], size);
     sy_status st;
     if (sp == dp && sp->desc.copy_device) {
         st = sp->desc.copy_device(sp->state, di, db->buf, db->off + off, si, sb->buf,
@@ -705,7 +733,7 @@ static sy_status xp_copy_back(xp_run *r)
         else
             continue;
         const xp_bind *b = xp_at(r, root->id, d);
-        if (!host || !b->buf)
+        if (!host || !b->buf || (b->flags & XP_STATE))
             continue;
         uint64_t off = t->view_src ? t->view_offset : 0;
         bool in_place = (b->host && b->host + off == (char *)host) ||
@@ -714,6 +742,7 @@ static sy_status xp_copy_back(xp_run *r)
             continue;
         const sy__plugin *p = r->dev[d]->plugin;
         uint64_t size = sy_tensor_nbytes(t);
+        xp_moved(r->x, r->plan->dev_index[d], sy_tensor_nbytes(t));
         sy_status st = p->desc.copy_out(p->state, r->dev[d]->index, b->buf, b->off + off, host,
                                         size);
         if (st != SY_OK)
@@ -796,6 +825,7 @@ void sy_executor_destroy(sy_executor *x)
         else
             xp_dev_free(x, e->dev, e->buf, e->size);
     }
+    sy__xstate_free(&x->state, x);
     for (uint32_t d = 0; d < x->n_dev; d++)
         xp_dev_free(x, d, x->dev[d].arena, x->dev[d].arena_size);
     free(x->kept);
@@ -897,6 +927,7 @@ sy_status sy_executor_run(sy_executor *x, sy_graph *g, const sy_plan *plan)
         x->stats.steps++;
     if (st == SY_OK)
         st = xp_copy_back(&r);
+    sy__xstate_after_run(&x->state, x->writer, SY__NO_DEVICE);
     xp_release(&r);
     return st;
 }
@@ -926,7 +957,50 @@ sy_status sy_executor_query_memory(const sy_executor *x, uint32_t device,
     out_memory->weight_bytes = ds->weights;
     out_memory->current_bytes = ds->now;
     out_memory->peak_bytes = ds->peak;
+    out_memory->moved_bytes = ds->moved;
+    for (uint32_t k = 0; k < x->state.n; k++)
+        if (x->state.e[k].dev == device)
+            out_memory->kv_bytes += x->state.e[k].size;
     return SY_OK;
+}
+
+/* --- kept KV caches (executor_state.h) --- */
+
+sy_status sy__executor_alloc(sy_executor *x, uint32_t di, uint64_t size, void **out_buffer)
+{
+    return xp_dev_alloc(x, di, size, out_buffer);
+}
+
+void sy__executor_free(sy_executor *x, uint32_t di, void *buffer, uint64_t size)
+{
+    xp_dev_free(x, di, buffer, size);
+}
+
+void sy__executor_moved(sy_executor *x, uint32_t di, uint64_t size)
+{
+    xp_moved(x, di, size);
+}
+
+sy_status sy_executor_keep_state(sy_executor *x, bool on)
+{
+    if (!x)
+        return SY_E_INVALID_ARG;
+    if (!on && x->state.n) {
+        sy__runtime_set_error(x->rt, "executor: %u KV caches are kept on devices; synchronise "
+                              "and destroy the executor instead of turning keeping off",
+                              x->state.n);
+        return SY_E_STATE;
+    }
+    x->state.on = on;
+    return SY_OK;
+}
+
+sy_status sy_executor_sync_state(sy_executor *x, const void *host, uint64_t size,
+                                 bool will_write)
+{
+    if (!x || (!host && size))
+        return SY_E_INVALID_ARG;
+    return sy__xstate_sync(&x->state, x, x->rt, host, size, will_write);
 }
 
 sy_status sy_runtime_execute_plan(sy_runtime *rt, sy_graph *g, const sy_plan *plan)
