@@ -85,8 +85,10 @@ typedef struct sy_cli_peak {
 bool sy_cli_memory_peaks(const sy_session *s, sy_cli_peak *out, uint32_t cap, uint32_t *out_n);
 
 /* Restarts the process's peak resident set (VmHWM) at its current size
- * (/proc/self/clear_refs), so that a later peak is one test's. */
-void sy_cli_reset_peak(void);
+ * (/proc/self/clear_refs) and the device peaks of |rt|'s plugins that
+ * count their memory (|rt| may be NULL), so that a later peak is one
+ * test's. */
+void sy_cli_reset_peak(sy_runtime *rt);
 
 /* Prints "peak memory: cpu (process RSS) measured X MiB, predicted Y MiB
  * (+Z%); ..." for |s|. */

@@ -28,8 +28,10 @@ void sy_cli_print_memory_plan(FILE *f, const sy_memory_plan *p)
         fprintf(f, "%s\n", p->note);
 }
 
-void sy_cli_reset_peak(void)
+void sy_cli_reset_peak(sy_runtime *rt)
 {
+    for (uint32_t d = 0; rt && d < sy_runtime_device_count(rt); d++)
+        sy_runtime_query_device_memory(rt, d, true, NULL, NULL);
     FILE *f = fopen("/proc/self/clear_refs", "w");
     if (!f)
         return;
@@ -57,9 +59,12 @@ bool sy_cli_memory_peaks(const sy_session *s, sy_cli_peak *out, uint32_t cap, ui
             o->measured = use.host_peak_bytes;
             continue;
         }
+        /* The plugin's own count where it keeps one (buffers of every
+         * session, scratch), else the executor's buffers. */
         for (uint32_t d = 0; d < use.n_devices; d++)
             if (use.devices[d].device == r->device)
-                o->measured = use.devices[d].peak_bytes;
+                o->measured = use.devices[d].plugin_counted ? use.devices[d].plugin_peak_bytes
+                                                            : use.devices[d].peak_bytes;
     }
     return true;
 }

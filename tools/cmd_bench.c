@@ -311,7 +311,7 @@ static int run_test(const bench_opts *o, sy_model *m, bench_result *r, uint32_t 
     so.fit = o->fit;
     /* Each test's peak from here: the process's high-water mark and the
      * plugins' device peaks restart. */
-    sy_cli_reset_peak();
+    sy_cli_reset_peak(r->rt);
     sy_session *s = NULL;
     sy_status st = sy_session_create(m, &so, &s);
     if (st != SY_OK) {

@@ -314,6 +314,92 @@ static void pcheck_many(pcheck_run *run, uint32_t dev, uint64_t *rng)
         pcheck_add(run, "buffers", d, SY_PCHECK_FAIL, name, "%s", why);
 }
 
+/* memory_usage (optional) follows buffer_alloc and buffer_free: every
+ * buffer adds at least its size (at most a page more, for rounding), a
+ * freed one takes it back, an imported one adds nothing, and the peak
+ * holds the most until a reset restarts it from the bytes in use. */
+static void pcheck_memory_usage(pcheck_run *run, uint32_t dev, const sy_device_desc *desc,
+                                uint64_t *rng)
+{
+    const int32_t d = (int32_t)dev;
+    const char *name = "memory_usage counts buffer_alloc and buffer_free";
+    if (!run->table.memory_usage) {
+        pcheck_add(run, "buffers", d, SY_PCHECK_SKIP, name, "no memory_usage entry (optional)");
+        return;
+    }
+    enum { N = 3, SLACK = 4096 };
+    const uint64_t sizes[N] = {(1u << 20) + 3, 65536 + 1 + pcheck_rand(rng) % 4096, 5};
+    pcheck_buf bufs[N];
+    memset(bufs, 0, sizeof bufs);
+    char why[200] = "";
+    uint64_t base = 0, peak = 0, now = 0, total = 0;
+    sy_status st = run->table.memory_usage(run->state, dev, true, &base, &peak);
+    bool ok = st == SY_OK;
+    if (!ok)
+        snprintf(why, sizeof why, "memory_usage returned %s", sy_status_name(st));
+    for (int i = 0; i < N && ok; i++) {
+        ok = pcheck_buf_alloc(run, run->state, dev, sizes[i], &bufs[i], why, sizeof why);
+        total += sizes[i];
+    }
+    if (ok && (st = run->table.memory_usage(run->state, dev, false, &now, &peak)) != SY_OK) {
+        snprintf(why, sizeof why, "memory_usage returned %s", sy_status_name(st));
+        ok = false;
+    }
+    if (ok && (now < base + total || now > base + total + N * SLACK || peak < now)) {
+        snprintf(why, sizeof why, "%llu bytes in use and peak %llu after allocating %llu more "
+                 "than %llu", (unsigned long long)now, (unsigned long long)peak,
+                 (unsigned long long)total, (unsigned long long)base);
+        ok = false;
+    }
+    const uint64_t high = now;
+    if (ok) {
+        pcheck_buf_free(run, run->state, dev, &bufs[0]);
+        run->table.memory_usage(run->state, dev, false, &now, &peak);
+        if (now > high - sizes[0] || peak < high) {
+            snprintf(why, sizeof why, "after freeing %llu bytes: %llu in use (was %llu), peak "
+                     "%llu", (unsigned long long)sizes[0], (unsigned long long)now,
+                     (unsigned long long)high, (unsigned long long)peak);
+            ok = false;
+        }
+    }
+    if (ok && desc->unified_memory && run->table.buffer_import_host) {
+        static unsigned char host[4096] __attribute__((aligned(64)));
+        void *imp = NULL;
+        uint64_t before = now;
+        if (run->table.buffer_import_host(run->state, dev, host, sizeof host, &imp) == SY_OK) {
+            run->table.memory_usage(run->state, dev, false, &now, NULL);
+            run->table.buffer_free(run->state, dev, imp);
+            if (now != before) {
+                snprintf(why, sizeof why, "importing 4096 host bytes changed the bytes in use "
+                         "from %llu to %llu", (unsigned long long)before,
+                         (unsigned long long)now);
+                ok = false;
+            }
+        }
+    }
+    for (int i = 0; i < N; i++)
+        pcheck_buf_free(run, run->state, dev, &bufs[i]);
+    if (ok) {
+        run->table.memory_usage(run->state, dev, true, &now, &peak);
+        uint64_t after_reset = 0;
+        run->table.memory_usage(run->state, dev, false, NULL, &after_reset);
+        if (now != base || peak < high || after_reset != now) {
+            snprintf(why, sizeof why, "after freeing everything: %llu in use (%llu before), "
+                     "peak %llu (%llu expected at least), %llu after a reset",
+                     (unsigned long long)now, (unsigned long long)base,
+                     (unsigned long long)peak, (unsigned long long)high,
+                     (unsigned long long)after_reset);
+            ok = false;
+        }
+    }
+    if (ok)
+        pcheck_add(run, "buffers", d, SY_PCHECK_PASS, name,
+                   "%llu bytes in 3 buffers counted as %llu, returned on free, peak kept and "
+                   "reset", (unsigned long long)total, (unsigned long long)(high - base));
+    else
+        pcheck_add(run, "buffers", d, SY_PCHECK_FAIL, name, "%s", why);
+}
+
 void pcheck_buffers(pcheck_run *run, uint32_t dev, const sy_device_desc *desc)
 {
     const int32_t d = (int32_t)dev;
@@ -364,6 +450,7 @@ void pcheck_buffers(pcheck_run *run, uint32_t dev, const sy_device_desc *desc)
     pcheck_zero_size(run, dev);
     pcheck_huge(run, dev, desc);
     pcheck_many(run, dev, rng);
+    pcheck_memory_usage(run, dev, desc, rng);
 
     const int64_t live_after = pcheck_host_live_allocs(&run->host);
     if (live_after > live_before)

@@ -565,6 +565,10 @@ sy_status sy__session_usage(const sy_runtime *rt, const sy_executor *x, sy_memor
         out->devices[di].device = di;
         out->devices[di].current_bytes = em.current_bytes;
         out->devices[di].peak_bytes = em.peak_bytes;
+        out->devices[di].plugin_counted =
+            sy_runtime_query_device_memory((sy_runtime *)rt, di, false,
+                                           &out->devices[di].plugin_bytes,
+                                           &out->devices[di].plugin_peak_bytes) == SY_OK;
         out->n_devices = di + 1;
     }
     return SY_OK;

@@ -103,6 +103,24 @@ sy_status sy_runtime_query_device_failure(const sy_runtime *rt, sy_device_failur
     return SY_OK;
 }
 
+sy_status sy_runtime_query_device_memory(sy_runtime *rt, uint32_t device, bool reset_peak,
+                                         uint64_t *out_in_use, uint64_t *out_peak)
+{
+    if (out_in_use)
+        *out_in_use = 0;
+    if (out_peak)
+        *out_peak = 0;
+    if (!rt)
+        return SY_E_INVALID_ARG;
+    if (device >= rt->device_count)
+        return SY_E_NOT_FOUND;
+    const sy__device *d = &rt->devices[device];
+    if (!d->plugin->desc.memory_usage)
+        return SY_E_UNSUPPORTED;
+    return d->plugin->desc.memory_usage(d->plugin->state, d->index, reset_peak, out_in_use,
+                                        out_peak);
+}
+
 /* ------------------------------------------------------------- logging */
 
 void sy__runtime_logv(sy_runtime *rt, sy_log_level level, const char *fmt, va_list ap)

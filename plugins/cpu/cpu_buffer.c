@@ -23,6 +23,9 @@ sy_status cpu_buffer_alloc(void *state, uint32_t dev, uint64_t size, void **out_
     }
     b->size = size;
     b->owned = true;
+    s->mem_in_use += size;
+    if (s->mem_in_use > s->mem_peak)
+        s->mem_peak = s->mem_in_use;
     *out_buffer = b;
     return SY_OK;
 }
@@ -50,9 +53,28 @@ void cpu_buffer_free(void *state, uint32_t dev, void *buffer)
     cpu_buffer *b = buffer;
     if (!b)
         return;
-    if (b->owned)
+    if (b->owned) {
         s->host->free(s->host->ctx, b->ptr);
+        s->mem_in_use -= b->size;
+    }
     s->host->free(s->host->ctx, b);
+}
+
+/* Buffers from buffer_alloc only: imported ones are the caller's memory,
+ * and the lanes' scratch is the process's, as the host's RSS shows. */
+sy_status cpu_buffer_memory_usage(void *state, uint32_t dev, bool reset_peak,
+                                  uint64_t *out_in_use, uint64_t *out_peak)
+{
+    cpu_state *s = state;
+    if (dev != 0)
+        return SY_E_INVALID_ARG;
+    if (out_in_use)
+        *out_in_use = s->mem_in_use;
+    if (out_peak)
+        *out_peak = s->mem_peak;
+    if (reset_peak)
+        s->mem_peak = s->mem_in_use;
+    return SY_OK;
 }
 
 void *cpu_buffer_host_ptr(void *state, uint32_t dev, void *buffer)

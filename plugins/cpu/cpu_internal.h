@@ -96,8 +96,8 @@ sy_status cpu_buffer_import_host(void *state, uint32_t dev, void *ptr, uint64_t 
                                  void **out_buffer);
 void cpu_buffer_free(void *state, uint32_t dev, void *buffer);
 void *cpu_buffer_host_ptr(void *state, uint32_t dev, void *buffer);
-sy_status cpu_buffer_memory_usage(void *state, uint32_t dev, uint64_t *out_in_use,
-                                  uint64_t *out_peak);
+sy_status cpu_buffer_memory_usage(void *state, uint32_t dev, bool reset_peak,
+                                  uint64_t *out_in_use, uint64_t *out_peak);
 sy_status cpu_buffer_copy_in(void *state, uint32_t dev, void *buffer, uint64_t offset,
                              const void *src, uint64_t size);
 sy_status cpu_buffer_copy_out(void *state, uint32_t dev, void *buffer, uint64_t offset, void *dst,

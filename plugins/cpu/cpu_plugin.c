@@ -22,6 +22,7 @@ static const sy_plugin_desc cpu_plugin_desc = {
     .execute = cpu_device_execute,
     .synchronize = cpu_device_synchronize,
     .self_test = cpu_device_self_test,
+    .memory_usage = cpu_buffer_memory_usage,
 };
 
 SY_PLUGIN_EXPORT const sy_plugin_desc *sy_plugin_query(uint32_t host_abi);

@@ -123,8 +123,27 @@ sy_status npu_buffer_alloc(void *state, uint32_t dev, uint64_t size, void **out_
     fit->magic = NPU_BLOCK_MAGIC;
     fit->req_size = size;
     a->used += fit->size;
+    if (a->used > a->peak)
+        a->peak = a->used;
     a->live++;
     *out_buffer = fit;
+    return SY_OK;
+}
+
+/* Arena bytes in buffers (granule-rounded), now and at most; the arena's
+ * reservation itself is address space until buffers touch it. */
+sy_status npu_buffer_memory_usage(void *state, uint32_t dev, bool reset_peak,
+                                  uint64_t *out_in_use, uint64_t *out_peak)
+{
+    npu_state *s = state;
+    if (dev != 0)
+        return SY_E_INVALID_ARG;
+    if (out_in_use)
+        *out_in_use = s->arena.used;
+    if (out_peak)
+        *out_peak = s->arena.peak;
+    if (reset_peak)
+        s->arena.peak = s->arena.used;
     return SY_OK;
 }
 

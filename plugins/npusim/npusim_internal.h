@@ -86,6 +86,7 @@ typedef struct npu_arena {
     unsigned char *base; /* NULL until the first allocation */
     uint64_t size;
     uint64_t used;
+    uint64_t peak;       /* the most |used| has been (memory_usage) */
     npu_block *head;     /* blocks in offset order; NULL until the first allocation */
     uint32_t live;       /* used blocks */
 } npu_arena;
@@ -152,6 +153,8 @@ bool npu_device_supports(void *state, uint32_t dev, const sy_node *node, sy_supp
 sy_status npu_buffer_alloc(void *state, uint32_t dev, uint64_t size, void **out_buffer);
 void npu_buffer_free(void *state, uint32_t dev, void *buffer);
 void *npu_buffer_host_ptr(void *state, uint32_t dev, void *buffer);
+sy_status npu_buffer_memory_usage(void *state, uint32_t dev, bool reset_peak,
+                                  uint64_t *out_in_use, uint64_t *out_peak);
 sy_status npu_buffer_copy_in(void *state, uint32_t dev, void *buffer, uint64_t offset,
                              const void *src, uint64_t size);
 sy_status npu_buffer_copy_out(void *state, uint32_t dev, void *buffer, uint64_t offset,

@@ -25,6 +25,7 @@ static const sy_plugin_desc npu_plugin_desc = {
     .execute = npu_device_execute,
     .synchronize = npu_device_synchronize,
     .self_test = npu_device_self_test,
+    .memory_usage = npu_buffer_memory_usage,
 };
 
 SY_PLUGIN_EXPORT const sy_plugin_desc *sy_plugin_query(uint32_t host_abi);

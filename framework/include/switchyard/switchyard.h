@@ -206,6 +206,16 @@ typedef struct sy_device_failure {
  * the failing (node, device) pair (sy_session_query_failure). */
 sy_status sy_runtime_query_device_failure(const sy_runtime *rt, sy_device_failure *out_failure);
 
+/* Device memory runtime device |device|'s plugin holds there, by the
+ * plugin's own accounting (sy_plugin_desc.memory_usage): bytes in use now
+ * and the most at once since the plugin was loaded or the last query with
+ * |reset_peak| (which then restarts the peak from the bytes in use).
+ * Either pointer may be NULL.  SY_E_UNSUPPORTED when the plugin does not
+ * count; SY_E_NOT_FOUND past the last device.
+ * Thread-safety: not with a run on that device. */
+sy_status sy_runtime_query_device_memory(sy_runtime *rt, uint32_t device, bool reset_peak,
+                                         uint64_t *out_in_use, uint64_t *out_peak);
+
 /* Hwloc topology summary of this machine, one line. */
 sy_status sy_runtime_query_topology(const sy_runtime *rt, char *out_text, size_t size);
 
@@ -453,7 +463,7 @@ typedef struct sy_memory_device {
     uint64_t weight_bytes;   /* cpu: the weights' file pages every device reads or uploads
                               * from; others: weights uploaded there and kept */
     uint64_t kv_bytes;       /* cpu: the whole KV cache (host memory, full context); others:
-                              * the caches of the layers placed there, copied in per step */
+                              * the caches of the layers placed there, kept there */
     uint64_t arena_bytes;    /* activation arena, the larger of the prefill-chunk and decode
                               * plans' (cpu: the arenas of every device in host memory) */
     uint64_t overhead_bytes; /* cpu: the process's resident memory besides the weights when
@@ -501,6 +511,10 @@ typedef struct sy_memory_usage {
         uint32_t device;      /* runtime index */
         uint64_t current_bytes; /* buffers the session's executor holds there now */
         uint64_t peak_bytes;  /* the most it held there at once */
+        bool plugin_counted;  /* the plugin counts its memory (sy_runtime_query_device_memory):
+                               * the two below hold its figures */
+        uint64_t plugin_bytes;      /* what the plugin holds there now, every session's */
+        uint64_t plugin_peak_bytes; /* its peak since loaded or last reset */
     } devices[SY_MEMORY_MAX_DEVICES];
 } sy_memory_usage;
 
@@ -510,8 +524,9 @@ void sy_memory_usage_init(sy_memory_usage *usage);
 /* Fills |out_plan| (may be NULL) with the memory plan |s| was created
  * with (predicted before it allocated anything; after fit, what fit
  * chose) and |out_usage| (may be NULL) with what it uses: the process's
- * resident set from the OS and each device's buffers as the session's
- * executor counts them.  Set struct_size (the _init functions) first. */
+ * resident set from the OS, each device's buffers as the session's
+ * executor counts them, and, where the plugin counts, what it holds by
+ * its own accounting.  Set struct_size (the _init functions) first. */
 sy_status sy_session_query_memory(const sy_session *s, sy_memory_plan *out_plan,
                                   sy_memory_usage *out_usage);
 

@@ -1,0 +1,103 @@
+/* SmolLM2 on a discrete OpenCL device (PoCL under SWITCHYARD_OPENCL_DISCRETE=1):
+ * with the KV cache of every layer kept on the device that runs its
+ * attention, greedy generation gives the cpu's tokens, for F16 and Q8_0
+ * caches, and the plugin's own memory count covers the session's buffers
+ * there. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "switchyard/switchyard.h"
+
+#define N_GEN 12
+
+typedef struct collected {
+    int32_t ids[N_GEN + 1];
+    uint32_t n;
+} collected;
+
+static bool on_token(void *user, int32_t token, const char *text, size_t len)
+{
+    (void)text;
+    (void)len;
+    collected *c = user;
+    if (c->n < N_GEN + 1)
+        c->ids[c->n++] = token;
+    return true;
+}
+
+/* Generates greedily on |devices| with |policy|; checks the device's memory. */
+static void generate(sy_model *m, sy_runtime *rt, const char *devices, const char *policy,
+                     sy_dtype kv, collected *out)
+{
+    sy_session_options so;
+    sy_session_options_init(&so);
+    so.n_ctx = 64;
+    so.kv_type = kv;
+    so.devices = devices;
+    so.policy = policy;
+    sy_session *s = NULL;
+    cr_assert_eq(sy_session_create(m, &so, &s), SY_OK, "%s", sy_runtime_last_error(rt));
+    sy_generate_params gp;
+    sy_generate_params_init(&gp);
+    gp.n_predict = N_GEN;
+    gp.temperature = 0.0f;
+    const int32_t prompt[] = {1, 504, 3327, 28, 4730, 30};
+    memset(out, 0, sizeof *out);
+    cr_assert_eq(sy_session_generate(s, prompt, 6, &gp, on_token, out), SY_OK, "%s",
+                 sy_session_last_error(s));
+    sy_memory_plan plan;
+    sy_memory_usage use;
+    sy_memory_plan_init(&plan);
+    sy_memory_usage_init(&use);
+    cr_assert_eq(sy_session_query_memory(s, &plan, &use), SY_OK);
+    for (uint32_t d = 0; d < use.n_devices; d++) {
+        if (strcmp(use.devices[d].name, "cpu") == 0)
+            continue;
+        /* The plugin counts the executor's buffers there and its scratch. */
+        cr_assert(use.devices[d].plugin_counted, "%s", use.devices[d].name);
+        cr_assert_geq(use.devices[d].plugin_bytes, use.devices[d].current_bytes);
+        cr_assert_lt(use.devices[d].plugin_bytes, use.devices[d].current_bytes + (16u << 20));
+        cr_assert_geq(use.devices[d].plugin_peak_bytes, use.devices[d].plugin_bytes);
+    }
+    if (policy) {
+        bool kv_on_device = false;
+        for (uint32_t k = 1; k < plan.n_devices; k++)
+            kv_on_device |= plan.devices[k].kv_bytes > 0;
+        cr_assert(kv_on_device, "the plan puts the KV cache on the discrete device");
+    }
+    sy_session_destroy(s);
+}
+
+static void same_tokens(sy_dtype kv)
+{
+    const char *dir = getenv("SY_MODELS_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir ? dir : "models");
+    cr_assert_eq(access(path, R_OK), 0, "%s is missing (tools/fetch-models.sh)", path);
+    cr_assert_eq(setenv("SWITCHYARD_OPENCL_DISCRETE", "1", 1), 0);
+    sy_runtime *rt = NULL;
+    cr_assert_eq(sy_runtime_create(NULL, &rt), SY_OK);
+    sy_model *m = NULL;
+    cr_assert_eq(sy_model_open(rt, path, &m), SY_OK, "%s", sy_runtime_last_error(rt));
+    collected cpu, ocl;
+    generate(m, rt, "cpu", NULL, kv, &cpu);
+    generate(m, rt, "cpu,opencl:0", "prefer:opencl:0", kv, &ocl);
+    cr_assert_eq(ocl.n, cpu.n);
+    for (uint32_t i = 0; i < cpu.n; i++)
+        cr_assert_eq(ocl.ids[i], cpu.ids[i], "token %u: %d on the discrete device, %d on the cpu",
+                     i, ocl.ids[i], cpu.ids[i]);
+    sy_model_close(m);
+    sy_runtime_destroy(rt);
+}
+
+Test(opencl_session, greedy_tokens_with_f16_kv_on_the_discrete_device_are_the_cpus, .timeout = 300)
+{
+    same_tokens(SY_DTYPE_F16);
+}
+
+Test(opencl_session, greedy_tokens_with_q8_0_kv_on_the_discrete_device_are_the_cpus, .timeout = 300)
+{
+    same_tokens(SY_DTYPE_Q8_0);
+}
