@@ -20,7 +20,8 @@
  * the plugin's copy_device within a plugin, else copy_out/copy_in
  * straight into or out of mapped memory, else through a staging buffer.
  * A weight moving to another device is the kept copy of that weight
- * there.  Segments run in plan order, each followed by synchronize().
+ * there.  Steps run as executor_flow.c says: segments are launched
+ * without waiting, and the host waits only for the work a step needs.
  * Marked outputs, and leaves written through views, are copied back from
  * the device that wrote them.
  *
@@ -29,99 +30,10 @@
  * helpers are static and one-device-shaped. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "executor_state.h"
-#include "memplan.h"
-#include "plan_internal.h"
-#include "runtime_internal.h"
+#include "executor_internal.h"
 
-/* Arena layouts an executor keeps: a session uses one per prefill chunk
- * length and one per decode shape class. */
-#define XP_LAYOUTS 8u
-
-enum {
-    XP_PRIVATE = 1u << 0,   /* this run's own buffer, freed after it */
-    XP_WRAPPED = 1u << 1,   /* wraps host memory: no device bytes of its own */
-    XP_FROM_HOST = 1u << 2, /* wraps the tensor's own host data */
-    XP_STATE = 1u << 3      /* a KV cache kept on the device (executor_state.c) */
-};
-
-/* Where a root tensor's bytes are on one device slot during a run. */
-typedef struct xp_bind {
-    void *buf;    /* plugin buffer, NULL when none */
-    uint64_t off; /* byte 0 of the root in |buf| */
-    char *host;   /* host address of byte 0, or NULL when not mapped */
-    uint8_t flags;
-} xp_bind;
-
-/* A weight kept on a device between runs. */
-typedef struct xp_kept {
-    const void *host;
-    uint64_t size;
-    uint32_t dev; /* runtime device index */
-    bool imported;
-    void *buf;
-} xp_kept;
-
-typedef struct xp_device {
-    void *arena;
-    uint64_t arena_size;
-    char *arena_host;
-    uint64_t now, peak, weights; /* bytes held: all, most at once, kept weights */
-    uint64_t moved;              /* bytes copied to or from it by the plugin's copies */
-} xp_device;
-
-typedef struct xp_layout {
-    sy_plan *plan; /* a reference, so the pointer stays this plan's */
-    uint64_t sig;
-    uint64_t last_use;
-    sy__memplan mp;
-} xp_layout;
-
-struct sy_executor {
-    sy_runtime *rt;
-    uint32_t n_dev; /* the runtime's devices */
-    xp_device *dev;
-    xp_kept *kept;
-    uint32_t n_kept, cap_kept;
-    uint32_t *kept_index; /* open addressing over kept[], SY__NONE empty */
-    uint32_t index_cap;   /* power of two */
-    xp_layout layouts[XP_LAYOUTS];
-    uint64_t tick;
-    sy__xstate state; /* KV caches kept on devices (sy_executor_keep_state) */
-    /* scratch of one run, kept to spare the allocations */
-    xp_bind *bind;
-    uint8_t *writer;
-    sy_node **nodes;
-    size_t cap_bind, cap_writer, cap_nodes;
-    /* per-node timing (sy_executor_set_node_timing): the last run's */
-    bool time_nodes;
-    double *node_s;     /* per graph node, 0 for views and nodes not run */
-    uint32_t *node_dev; /* runtime device index */
-    uint32_t n_timed;   /* nodes of the last timed run's graph */
-    size_t cap_node_s, cap_node_dev;
-    sy_step_stats stats; /* what the runs did (sy_executor_query_stats) */
-};
-
-/* One run of a graph. */
-typedef struct xp_run {
-    sy_executor *x;
-    sy_runtime *rt;
-    sy_graph *g;
-    const sy_plan *plan;
-    const sy__memplan *mp;
-    uint32_t n_tensors, D;
-    const sy__device *dev[SY__MAX_PLAN_DEVICES];
-    xp_device *ds[SY__MAX_PLAN_DEVICES];
-} xp_run;
-
-static xp_bind *xp_at(xp_run *r, uint32_t t, uint32_t d)
-{
-    return &r->x->bind[(size_t)t * r->D + d];
-}
-
-static void *xp_host_ptr(const sy__device *dev, void *buffer)
+void *sy__xp_host_ptr(const sy__device *dev, void *buffer)
 {
     const sy__plugin *p = dev->plugin;
     if (!buffer || !p->desc.buffer_host_ptr)
@@ -129,7 +41,7 @@ static void *xp_host_ptr(const sy__device *dev, void *buffer)
     return p->desc.buffer_host_ptr(p->state, dev->index, buffer);
 }
 
-static sy_status xp_fail(xp_run *r, sy_status st, uint32_t d, const char *what, const char *name,
+sy_status sy__xp_fail(xp_run *r, sy_status st, uint32_t d, const char *what, const char *name,
                          uint64_t bytes)
 {
     sy__runtime_set_error(r->rt, "device '%s': %s of %llu bytes for tensor '%s' failed: %s",
@@ -140,7 +52,7 @@ static sy_status xp_fail(xp_run *r, sy_status st, uint32_t d, const char *what, 
 }
 
 /* Allocates |size| bytes on runtime device |di|, counting them. */
-static sy_status xp_dev_alloc(sy_executor *x, uint32_t di, uint64_t size, void **out)
+sy_status sy__xp_dev_alloc(sy_executor *x, uint32_t di, uint64_t size, void **out)
 {
     const sy__device *dev = &x->rt->devices[di];
     sy_status st = dev->plugin->desc.buffer_alloc(dev->plugin->state, dev->index,
@@ -156,7 +68,7 @@ static sy_status xp_dev_alloc(sy_executor *x, uint32_t di, uint64_t size, void *
     return SY_OK;
 }
 
-static void xp_dev_free(sy_executor *x, uint32_t di, void *buf, uint64_t size)
+void sy__xp_dev_free(sy_executor *x, uint32_t di, void *buf, uint64_t size)
 {
     if (!buf)
         return;
@@ -166,115 +78,9 @@ static void xp_dev_free(sy_executor *x, uint32_t di, void *buf, uint64_t size)
 }
 
 /* Counts |size| bytes copied to or from runtime device |di|. */
-static void xp_moved(sy_executor *x, uint32_t di, uint64_t size)
+void sy__xp_moved(sy_executor *x, uint32_t di, uint64_t size)
 {
     x->dev[di].moved += size;
-}
-
-/* ---------------------------------------------------------------- kept */
-
-static uint32_t kept_hash(const void *host, uint64_t size, uint32_t dev)
-{
-    uint64_t h = (uint64_t)(uintptr_t)host * 0x9e3779b97f4a7c15ull;
-    h ^= (size + dev) * 0xbf58476d1ce4e5b9ull;
-    return (uint32_t)(h ^ (h >> 32));
-}
-
-static xp_kept *kept_find(sy_executor *x, const void *host, uint64_t size, uint32_t dev)
-{
-    if (!x->index_cap)
-        return NULL;
-    for (uint32_t h = kept_hash(host, size, dev) & (x->index_cap - 1);;
-         h = (h + 1) & (x->index_cap - 1)) {
-        uint32_t k = x->kept_index[h];
-        if (k == SY__NONE)
-            return NULL;
-        xp_kept *e = &x->kept[k];
-        if (e->host == host && e->size == size && e->dev == dev)
-            return e;
-    }
-}
-
-static sy_status kept_add(sy_executor *x, const xp_kept *e)
-{
-    if (x->n_kept == x->cap_kept) {
-        uint32_t cap = x->cap_kept ? x->cap_kept * 2 : 256;
-        xp_kept *grown = realloc(x->kept, (size_t)cap * sizeof *grown);
-        if (!grown)
-            return SY_E_NO_MEMORY;
-        x->kept = grown;
-        x->cap_kept = cap;
-    }
-    if ((uint64_t)(x->n_kept + 1) * 2 > x->index_cap) {
-        uint32_t cap = x->index_cap ? x->index_cap * 2 : 512;
-        uint32_t *index = malloc((size_t)cap * sizeof *index);
-        if (!index)
-            return SY_E_NO_MEMORY;
-        memset(index, 0xff, (size_t)cap * sizeof *index);
-        for (uint32_t k = 0; k < x->n_kept; k++) {
-            uint32_t h = kept_hash(x->kept[k].host, x->kept[k].size, x->kept[k].dev) & (cap - 1);
-            while (index[h] != SY__NONE)
-                h = (h + 1) & (cap - 1);
-            index[h] = k;
-        }
-        free(x->kept_index);
-        x->kept_index = index;
-        x->index_cap = cap;
-    }
-    uint32_t h = kept_hash(e->host, e->size, e->dev) & (x->index_cap - 1);
-    while (x->kept_index[h] != SY__NONE)
-        h = (h + 1) & (x->index_cap - 1);
-    x->kept_index[h] = x->n_kept;
-    x->kept[x->n_kept++] = *e;
-    return SY_OK;
-}
-
-/* Binds weight |t| on slot |d| to its kept copy there, wrapping or
- * uploading it the first time.  SY_E_UNSUPPORTED when |t| is not a weight
- * that can be kept (the caller then handles it per run). */
-static sy_status xp_keep_weight(xp_run *r, const sy_tensor *t, uint32_t d)
-{
-    void *host = sy_graph_host_data(r->g, t);
-    uint64_t size = sy_tensor_nbytes(t);
-    if (t->role != SY_ROLE_WEIGHT || !host || size == 0)
-        return SY_E_UNSUPPORTED;
-    uint32_t di = r->plan->dev_index[d];
-    const sy__device *dev = r->dev[d];
-    const sy__plugin *p = dev->plugin;
-    xp_kept *e = kept_find(r->x, host, size, di);
-    if (!e) {
-        xp_kept k = {.host = host, .size = size, .dev = di};
-        if (dev->desc.unified_memory && p->desc.buffer_import_host &&
-            p->desc.buffer_import_host(p->state, dev->index, host, size, &k.buf) == SY_OK) {
-            k.imported = true;
-        } else {
-            sy_status st = xp_dev_alloc(r->x, di, size, &k.buf);
-            if (st != SY_OK)
-                return xp_fail(r, st, d, "buffer_alloc", t->name, size);
-            st = p->desc.copy_in(p->state, dev->index, k.buf, 0, host, size);
-            xp_moved(r->x, di, size);
-            if (st != SY_OK) {
-                xp_dev_free(r->x, di, k.buf, size);
-                return xp_fail(r, st, d, "copy_in", t->name, size);
-            }
-            r->x->dev[di].weights += size;
-        }
-        if (kept_add(r->x, &k) != SY_OK) {
-            if (k.imported)
-                p->desc.buffer_free(p->state, dev->index, k.buf);
-            else
-                xp_dev_free(r->x, di, k.buf, size);
-            sy__runtime_set_error(r->rt, "out of memory keeping weight '%s'", t->name);
-            return SY_E_NO_MEMORY;
-        }
-        e = &r->x->kept[r->x->n_kept - 1];
-    }
-    xp_bind *b = xp_at(r, t->id, d);
-    b->buf = e->buf;
-    b->off = 0;
-    b->host = e->imported ? (char *)host : xp_host_ptr(dev, e->buf);
-    b->flags = e->imported ? XP_FROM_HOST : 0;
-    return SY_OK;
 }
 
 /* -------------------------------------------------------------- layouts */
@@ -347,11 +153,11 @@ static sy_status xp_arena(xp_run *r, uint32_t d, uint64_t need)
     if (need <= ds->arena_size)
         return SY_OK;
     uint32_t di = r->plan->dev_index[d];
-    xp_dev_free(r->x, di, ds->arena, ds->arena_size);
+    sy__xp_dev_free(r->x, di, ds->arena, ds->arena_size);
     ds->arena = NULL;
     ds->arena_size = 0;
     ds->arena_host = NULL;
-    sy_status st = xp_dev_alloc(r->x, di, need, &ds->arena);
+    sy_status st = sy__xp_dev_alloc(r->x, di, need, &ds->arena);
     if (st != SY_OK) {
         sy__runtime_set_error(r->rt,
                               "device '%s': the activation arena of %llu bytes could not be "
@@ -360,7 +166,7 @@ static sy_status xp_arena(xp_run *r, uint32_t d, uint64_t need)
         return st;
     }
     ds->arena_size = need;
-    ds->arena_host = xp_host_ptr(r->dev[d], ds->arena);
+    ds->arena_host = sy__xp_host_ptr(r->dev[d], ds->arena);
     return SY_OK;
 }
 
@@ -430,27 +236,27 @@ static sy_status xp_check(xp_run *r)
 }
 
 /* Gives root |t| a buffer of its own on slot |d| for this run. */
-static sy_status xp_private(xp_run *r, const sy_tensor *t, uint32_t d)
+sy_status sy__xp_private(xp_run *r, const sy_tensor *t, uint32_t d)
 {
-    xp_bind *b = xp_at(r, t->id, d);
+    xp_bind *b = sy__xp_at(r, t->id, d);
     uint64_t size = sy_tensor_nbytes(t);
-    sy_status st = xp_dev_alloc(r->x, r->plan->dev_index[d], size, &b->buf);
+    sy_status st = sy__xp_dev_alloc(r->x, r->plan->dev_index[d], size, &b->buf);
     if (st != SY_OK)
-        return xp_fail(r, st, d, "buffer_alloc", t->name, size);
+        return sy__xp_fail(r, st, d, "buffer_alloc", t->name, size);
     b->off = 0;
-    b->host = xp_host_ptr(r->dev[d], b->buf);
+    b->host = sy__xp_host_ptr(r->dev[d], b->buf);
     b->flags = XP_PRIVATE;
     return SY_OK;
 }
 
 /* Wraps host memory |host| holding root |t| on slot |d| for this run;
  * false when the device cannot. */
-static bool xp_wrap(xp_run *r, const sy_tensor *t, uint32_t d, char *host, uint8_t flags)
+bool sy__xp_wrap(xp_run *r, const sy_tensor *t, uint32_t d, char *host, uint8_t flags)
 {
     const sy__plugin *p = r->dev[d]->plugin;
     if (!host || !r->dev[d]->desc.unified_memory || !p->desc.buffer_import_host)
         return false;
-    xp_bind *b = xp_at(r, t->id, d);
+    xp_bind *b = sy__xp_at(r, t->id, d);
     if (p->desc.buffer_import_host(p->state, r->dev[d]->index, host, sy_tensor_nbytes(t),
                                    &b->buf) != SY_OK) {
         b->buf = NULL; /* refused (alignment, pinning): copying is always correct */
@@ -469,26 +275,26 @@ static sy_status xp_place_leaf(xp_run *r, sy_tensor *t, uint32_t d)
     uint64_t size = sy_tensor_nbytes(t);
     if (size == 0)
         return SY_OK;
-    sy_status st = xp_keep_weight(r, t, d);
+    sy_status st = sy__xp_keep_weight(r, t, d);
     if (st != SY_E_UNSUPPORTED)
         return st;
     void *host = sy_graph_host_data(r->g, t);
     /* --- kept KV caches (executor_state.c) --- */
     if (t->role == SY_ROLE_KV) {
-        xp_bind *b = xp_at(r, t->id, d);
+        xp_bind *b = sy__xp_at(r, t->id, d);
         st = sy__xstate_place(&r->x->state, r->x, r->rt, r->plan->dev_index[d], host, size,
                               t->name, t->id, d, &b->buf);
         if (st != SY_E_UNSUPPORTED) {
             b->off = 0;
-            b->host = st == SY_OK ? xp_host_ptr(r->dev[d], b->buf) : NULL;
+            b->host = st == SY_OK ? sy__xp_host_ptr(r->dev[d], b->buf) : NULL;
             b->flags = XP_STATE;
             return st;
         }
     }
     /* --- */
-    if (xp_wrap(r, t, d, host, XP_FROM_HOST))
+    if (sy__xp_wrap(r, t, d, host, XP_FROM_HOST))
         return SY_OK;
-    st = xp_private(r, t, d);
+    st = sy__xp_private(r, t, d);
     if (st != SY_OK)
         return st;
     void *zeros = NULL;
@@ -501,11 +307,11 @@ static sy_status xp_place_leaf(xp_run *r, sy_tensor *t, uint32_t d)
         }
     }
     const sy__plugin *p = r->dev[d]->plugin;
-    xp_bind *b = xp_at(r, t->id, d);
+    xp_bind *b = sy__xp_at(r, t->id, d);
     st = p->desc.copy_in(p->state, r->dev[d]->index, b->buf, 0, host ? host : zeros, size);
-    xp_moved(r->x, r->plan->dev_index[d], size);
+    sy__xp_moved(r->x, r->plan->dev_index[d], size);
     free(zeros);
-    return st == SY_OK ? SY_OK : xp_fail(r, st, d, "copy_in", t->name, size);
+    return st == SY_OK ? SY_OK : sy__xp_fail(r, st, d, "copy_in", t->name, size);
 }
 
 /* Binds every activation that has bytes of its own in an arena. */
@@ -514,206 +320,13 @@ static void xp_bind_arenas(xp_run *r)
     const sy__memplan *mp = r->mp;
     for (uint32_t i = 0; i < mp->n_items; i++) {
         const sy__mp_item *it = &mp->items[i];
-        xp_bind *b = xp_at(r, it->tensor, it->slot);
+        xp_bind *b = sy__xp_at(r, it->tensor, it->slot);
         const xp_device *ds = r->ds[it->slot];
         b->buf = ds->arena;
         b->off = it->offset;
         b->host = ds->arena_host ? ds->arena_host + it->offset : NULL;
         b->flags = 0;
     }
-}
-
-/* Points |t| at its storage on slot |d|. */
-static sy_status xp_point(xp_run *r, sy_tensor *t, uint32_t d, const sy_node *user)
-{
-    const sy_tensor *root = t->view_src ? t->view_src : t;
-    const xp_bind *b = xp_at(r, root->id, d);
-    if (!b->buf && sy_tensor_nbytes(root) > 0) {
-        sy__runtime_set_error(r->rt,
-                              "execute_plan: node '%s' on '%s' reads '%s', which the plan never "
-                              "brings there",
-                              user->name, r->dev[d]->desc.name, root->name);
-        return SY_E_INTERNAL;
-    }
-    uint64_t off = t->view_src ? t->view_offset : 0;
-    t->buffer = b->buf;
-    t->offset = b->off + off;
-    t->data = b->host ? b->host + off : NULL;
-    return SY_OK;
-}
-
-/* After a segment of |count| nodes failed on slot |d| with |st|, runs them
- * one at a time to find the node the device fails on, and records the
- * failure with it (with the device alone when each node runs by itself),
- * so that a session can re-plan around that pair. */
-static void xp_blame(xp_run *r, uint32_t d, sy_node *const *nodes, uint32_t count, sy_status st)
-{
-    const sy__plugin *p = r->dev[d]->plugin;
-    uint32_t di = r->dev[d]->index;
-    const sy_node *culprit = count == 1 ? nodes[0] : NULL;
-    for (uint32_t q = 0; !culprit && q < count; q++) {
-        sy_status one = p->desc.execute(p->state, di, &nodes[q], 1);
-        sy_status sync = p->desc.synchronize(p->state, di);
-        if (one != SY_OK || sync != SY_OK)
-            culprit = nodes[q];
-    }
-    if (culprit)
-        sy__runtime_set_error(r->rt, "device '%s' failed on node '%s' (%s): %s (%s)",
-                              r->dev[d]->desc.name, culprit->name,
-                              sy_op_name((sy_op)culprit->op), sy_status_name(st),
-                              sy_status_str(st));
-    sy__runtime_note_failure(r->rt, r->plan->dev_index[d], culprit, st);
-}
-
-static sy_status xp_segment(xp_run *r, const sy__plan_step *s)
-{
-    uint32_t d = s->dev;
-    const sy__plugin *p = r->dev[d]->plugin;
-    sy_node **nodes = r->x->nodes;
-    for (uint32_t q = 0; q < s->count; q++) {
-        sy_node *n = sy_graph_node(r->g, r->plan->order[s->first + q]);
-        sy_tensor *root = n->output->view_src ? n->output->view_src : n->output;
-        if (!sy_graph_producer(r->g, root))
-            r->x->writer[root->id] = (uint8_t)d;
-        for (uint32_t j = 0; j < n->n_inputs; j++) {
-            sy_status st = xp_point(r, n->inputs[j], d, n);
-            if (st != SY_OK)
-                return st;
-        }
-        sy_status st = xp_point(r, n->output, d, n);
-        if (st != SY_OK)
-            return st;
-        nodes[q] = n;
-    }
-    sy_status st = SY_OK;
-    if (r->x->time_nodes) {
-        /* One launch per node, synchronised, so each node's wall time is
-         * its own (the step takes longer for it). */
-        for (uint32_t q = 0; q < s->count && st == SY_OK; q++) {
-            struct timespec t0, t1;
-            clock_gettime(CLOCK_MONOTONIC, &t0);
-            st = p->desc.execute(p->state, r->dev[d]->index, &nodes[q], 1);
-            sy_status st_sync = p->desc.synchronize(p->state, r->dev[d]->index);
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            if (st == SY_OK)
-                st = st_sync;
-            uint32_t i = r->plan->order[s->first + q];
-            r->x->node_s[i] = sy_op_is_view(nodes[q]->op)
-                                  ? 0.0
-                                  : (double)(t1.tv_sec - t0.tv_sec) +
-                                        (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-            r->x->node_dev[i] = r->plan->dev_index[d];
-        }
-    } else {
-        st = p->desc.execute(p->state, r->dev[d]->index, nodes, s->count);
-        sy_status st_sync = p->desc.synchronize(p->state, r->dev[d]->index);
-        if (st == SY_OK)
-            st = st_sync;
-    }
-    if (st != SY_OK) {
-        sy__runtime_set_error(r->rt, "device '%s': executing %u nodes from '%s' failed: %s (%s)",
-                              r->dev[d]->desc.name, s->count, nodes[0]->name, sy_status_name(st),
-                              sy_status_str(st));
-        xp_blame(r, d, nodes, s->count, st);
-    }
-    return st;
-}
-
-/* Copies bytes [off, off + size) of a root from slot |sd| to slot |dd|. */
-static sy_status xp_copy(xp_run *r, const sy_tensor *root, uint32_t sd, uint32_t dd, uint64_t off,
-                         uint64_t size)
-{
-    const xp_bind *sb = xp_at(r, root->id, sd), *db = xp_at(r, root->id, dd);
-    const sy__plugin *sp = r->dev[sd]->plugin, *dp = r->dev[dd]->plugin;
-    uint32_t si = r->dev[sd]->index, di = r->dev[dd]->index;
-    xp_moved(r->x, r->plan->dev_index[sd], size);
-    if (r->plan->dev_index[dd] != r->plan->dev_index[sd])
-        xp_moved(r->x, r->plan->dev_index[dd], size);
-    sy_status st;
-    if (sp == dp && sp->desc.copy_device) {
-        st = sp->desc.copy_device(sp->state, di, db->buf, db->off + off, si, sb->buf,
-                                  sb->off + off, size);
-        return st == SY_OK ? SY_OK : xp_fail(r, st, dd, "copy_device", root->name, size);
-    }
-    if (db->host) {
-        st = sp->desc.copy_out(sp->state, si, sb->buf, sb->off + off, db->host + off, size);
-        return st == SY_OK ? SY_OK : xp_fail(r, st, sd, "copy_out", root->name, size);
-    }
-    if (sb->host) {
-        st = dp->desc.copy_in(dp->state, di, db->buf, db->off + off, sb->host + off, size);
-        return st == SY_OK ? SY_OK : xp_fail(r, st, dd, "copy_in", root->name, size);
-    }
-    void *stage = malloc((size_t)size);
-    if (!stage) {
-        sy__runtime_set_error(r->rt, "out of memory staging %llu bytes of '%s'",
-                              (unsigned long long)size, root->name);
-        return SY_E_NO_MEMORY;
-    }
-    st = sp->desc.copy_out(sp->state, si, sb->buf, sb->off + off, stage, size);
-    if (st != SY_OK)
-        st = xp_fail(r, st, sd, "copy_out", root->name, size);
-    else if ((st = dp->desc.copy_in(dp->state, di, db->buf, db->off + off, stage, size)) != SY_OK)
-        st = xp_fail(r, st, dd, "copy_in", root->name, size);
-    free(stage);
-    return st;
-}
-
-static sy_status xp_transfer(xp_run *r, const sy__plan_step *s)
-{
-    sy_tensor *root = sy_graph_tensor(r->g, s->tensor);
-    uint64_t off = 0, size = sy_tensor_nbytes(root);
-    if (s->value_node != SY__NONE) {
-        const sy_tensor *out = sy_graph_node(r->g, s->value_node)->output;
-        off = out->view_src ? out->view_offset : 0;
-        size = sy_tensor_nbytes(out); /* the graph's, not the plan's: classes share plans */
-    }
-    uint32_t sd = s->src, dd = s->dev;
-    if (size == 0)
-        return SY_OK;
-    const xp_bind *sb = xp_at(r, root->id, sd);
-    xp_bind *db = xp_at(r, root->id, dd);
-    if (!sb->buf) {
-        sy__runtime_set_error(r->rt,
-                              "execute_plan: transfer of '%s' from '%s' before it exists "
-                              "there",
-                              root->name, r->dev[sd]->desc.name);
-        return SY_E_INTERNAL;
-    }
-    if (db->buf)
-        return xp_copy(r, root, sd, dd, off, size);
-    bool leaf = s->value_node == SY__NONE && !sy_graph_producer(r->g, root);
-    if (leaf) {
-        sy_status st = xp_keep_weight(r, root, dd);
-        if (st != SY_E_UNSUPPORTED)
-            return st;
-    }
-    /* No bytes of its own here: the memory plan lets it map the source's
-     * (an arena keeps them alive long enough), else a buffer for the run. */
-    if (xp_wrap(r, root, dd, sb->host, sb->flags & XP_FROM_HOST))
-        return SY_OK;
-    sy_status st = xp_private(r, root, dd);
-    return st == SY_OK ? xp_copy(r, root, sd, dd, off, size) : st;
-}
-
-/* Counts plan step |s| that ran: a segment, and a device switch when the
- * segment before it in this run (*last_dev) was on another device; or a
- * transfer with its bytes as this graph holds them and as the plan lists
- * them. */
-static void xp_count(xp_run *r, const sy__plan_step *s, uint32_t *last_dev)
-{
-    sy_step_stats *c = &r->x->stats;
-    if (s->kind == SY_PLAN_STEP_SEGMENT) {
-        c->segments++;
-        if (*last_dev != SY__NO_DEVICE && *last_dev != s->dev)
-            c->switches++;
-        *last_dev = s->dev;
-        return;
-    }
-    const sy_tensor *t = s->value_node != SY__NONE ? sy_graph_node(r->g, s->value_node)->output
-                                                    : sy_graph_tensor(r->g, s->tensor);
-    c->transfers++;
-    c->transfer_bytes += sy_tensor_nbytes(t);
-    c->planned_bytes += s->bytes;
 }
 
 /* Copies marked outputs and leaves written through views back to their
@@ -732,7 +345,7 @@ static sy_status xp_copy_back(xp_run *r)
             d = r->x->writer[i];
         else
             continue;
-        const xp_bind *b = xp_at(r, root->id, d);
+        const xp_bind *b = sy__xp_at(r, root->id, d);
         if (!host || !b->buf || (b->flags & XP_STATE))
             continue;
         uint64_t off = t->view_src ? t->view_offset : 0;
@@ -742,11 +355,11 @@ static sy_status xp_copy_back(xp_run *r)
             continue;
         const sy__plugin *p = r->dev[d]->plugin;
         uint64_t size = sy_tensor_nbytes(t);
-        xp_moved(r->x, r->plan->dev_index[d], sy_tensor_nbytes(t));
+        sy__xp_moved(r->x, r->plan->dev_index[d], sy_tensor_nbytes(t));
         sy_status st = p->desc.copy_out(p->state, r->dev[d]->index, b->buf, b->off + off, host,
                                         size);
         if (st != SY_OK)
-            return xp_fail(r, st, d, "copy_out", t->name, size);
+            return sy__xp_fail(r, st, d, "copy_out", t->name, size);
     }
     return SY_OK;
 }
@@ -756,14 +369,14 @@ static void xp_release(xp_run *r)
 {
     for (uint32_t i = r->n_tensors; i-- > 0;) {
         for (uint32_t d = 0; d < r->D; d++) {
-            xp_bind *b = xp_at(r, i, d);
+            xp_bind *b = sy__xp_at(r, i, d);
             if (!(b->flags & XP_PRIVATE) || !b->buf)
                 continue;
             if (b->flags & XP_WRAPPED)
                 r->dev[d]->plugin->desc.buffer_free(r->dev[d]->plugin->state,
                                                     r->dev[d]->index, b->buf);
             else
-                xp_dev_free(r->x, r->plan->dev_index[d], b->buf,
+                sy__xp_dev_free(r->x, r->plan->dev_index[d], b->buf,
                             sy_tensor_nbytes(sy_graph_tensor(r->g, i)));
         }
         sy_tensor *t = sy_graph_tensor(r->g, i);
@@ -823,11 +436,12 @@ void sy_executor_destroy(sy_executor *x)
         if (e->imported)
             dev->plugin->desc.buffer_free(dev->plugin->state, dev->index, e->buf);
         else
-            xp_dev_free(x, e->dev, e->buf, e->size);
+            sy__xp_dev_free(x, e->dev, e->buf, e->size);
     }
     sy__xstate_free(&x->state, x);
+    sy__xp_flow_free(x);
     for (uint32_t d = 0; d < x->n_dev; d++)
-        xp_dev_free(x, d, x->dev[d].arena, x->dev[d].arena_size);
+        sy__xp_dev_free(x, d, x->dev[d].arena, x->dev[d].arena_size);
     free(x->kept);
     free(x->kept_index);
     free(x->dev);
@@ -916,13 +530,8 @@ sy_status sy_executor_run(sy_executor *x, sy_graph *g, const sy_plan *plan)
         if (!t->view_src && !sy_graph_producer(g, t) && plan->leaf_home[i] != SY__NO_DEVICE)
             st = xp_place_leaf(&r, t, plan->leaf_home[i]);
     }
-    uint32_t last_dev = SY__NO_DEVICE;
-    for (uint32_t k = 0; st == SY_OK && k < plan->n_steps; k++) {
-        const sy__plan_step *s = &plan->steps[k];
-        st = s->kind == SY_PLAN_STEP_SEGMENT ? xp_segment(&r, s) : xp_transfer(&r, s);
-        if (st == SY_OK)
-            xp_count(&r, s, &last_dev);
-    }
+    if (st == SY_OK)
+        st = sy__xp_run_steps(&r);
     if (st == SY_OK)
         x->stats.steps++;
     if (st == SY_OK)
@@ -968,17 +577,17 @@ sy_status sy_executor_query_memory(const sy_executor *x, uint32_t device,
 
 sy_status sy__executor_alloc(sy_executor *x, uint32_t di, uint64_t size, void **out_buffer)
 {
-    return xp_dev_alloc(x, di, size, out_buffer);
+    return sy__xp_dev_alloc(x, di, size, out_buffer);
 }
 
 void sy__executor_free(sy_executor *x, uint32_t di, void *buffer, uint64_t size)
 {
-    xp_dev_free(x, di, buffer, size);
+    sy__xp_dev_free(x, di, buffer, size);
 }
 
 void sy__executor_moved(sy_executor *x, uint32_t di, uint64_t size)
 {
-    xp_moved(x, di, size);
+    sy__xp_moved(x, di, size);
 }
 
 sy_status sy_executor_keep_state(sy_executor *x, bool on)
