@@ -27,19 +27,60 @@ typedef struct mp_key {
     uint32_t index;
 } mp_key;
 
-/* Slot, then higher pressure, larger, earlier first: a stable, total order. */
-static int key_cmp(const void *a, const void *b)
+/* Slot, then higher pressure, larger, earlier first: a total order. */
+static inline bool key_less(const mp_key *x, const mp_key *y)
 {
-    const mp_key *x = a, *y = b;
     if (x->slot != y->slot)
-        return x->slot < y->slot ? -1 : 1;
+        return x->slot < y->slot;
     if (x->pressure != y->pressure)
-        return x->pressure > y->pressure ? -1 : 1;
+        return x->pressure > y->pressure;
     if (x->size != y->size)
-        return x->size > y->size ? -1 : 1;
+        return x->size > y->size;
     if (x->first != y->first)
-        return x->first < y->first ? -1 : 1;
-    return (x->index > y->index) - (x->index < y->index);
+        return x->first < y->first;
+    return x->index < y->index;
+}
+
+/* Sorts keys[0..n) by key_less: a bottom-up merge sort with the comparison
+ * inlined (qsort's calls through a pointer cost a planning run more than
+ * the packing).  The order is total, so the result is qsort's. */
+static sy_status sort_keys(mp_key *keys, uint32_t n)
+{
+    for (uint32_t lo = 0; lo < n; lo += 8) { /* runs of 8 by insertion */
+        uint32_t hi = lo + 8 < n ? lo + 8 : n;
+        for (uint32_t a = lo + 1; a < hi; a++) {
+            mp_key v = keys[a];
+            uint32_t b = a;
+            for (; b > lo && key_less(&v, &keys[b - 1]); b--)
+                keys[b] = keys[b - 1];
+            keys[b] = v;
+        }
+    }
+    if (n <= 8)
+        return SY_OK;
+    mp_key *tmp = malloc((size_t)n * sizeof *tmp);
+    if (!tmp)
+        return SY_E_NO_MEMORY;
+    mp_key *src = keys, *dst = tmp;
+    for (uint32_t w = 8; w < n; w *= 2) {
+        for (uint32_t lo = 0; lo < n; lo += 2 * w) {
+            uint32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            uint32_t i = lo, j = mid, o = lo;
+            while (i < mid && j < hi)
+                dst[o++] = key_less(&src[j], &src[i]) ? src[j++] : src[i++];
+            while (i < mid)
+                dst[o++] = src[i++];
+            while (j < hi)
+                dst[o++] = src[j++];
+        }
+        mp_key *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != keys)
+        memcpy(keys, src, (size_t)n * sizeof *keys);
+    free(tmp);
+    return SY_OK;
 }
 
 typedef struct mp_span {
@@ -159,8 +200,7 @@ static sy_status pack_slot(sy__mp_item *items, const mp_key *keys, uint32_t n, u
 static sy_status pack_all(sy__mp_item *items, mp_key *keys, uint32_t n, uint32_t n_ticks,
                           uint64_t align, uint64_t *out_arena)
 {
-    qsort(keys, n, sizeof *keys, key_cmp);
-    sy_status st = SY_OK;
+    sy_status st = sort_keys(keys, n);
     for (uint32_t lo = 0; st == SY_OK && lo < n;) {
         uint32_t hi = lo + 1;
         while (hi < n && keys[hi].slot == keys[lo].slot)

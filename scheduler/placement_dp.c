@@ -38,7 +38,19 @@ typedef struct dp_class {
     uint32_t len, n_start, n_end;
     double *m;    /* n_start * n_end, INFINITY where unreachable */
     uint8_t *asg; /* n_start * n_end * len devices */
+    uint32_t max_states; /* widest step while solving it */
+    uint32_t used;       /* the last solve (memo->solves) that used it */
 } dp_class;
+
+/* Solved classes kept between solves of problems with the same devices
+ * (sy__dp_memo_create): a block whose description matches is not solved
+ * again. */
+struct sy__dp_memo {
+    dp_class *classes;
+    uint32_t n_classes, cap_classes;
+    uint32_t n_dev;
+    uint32_t solves;
+};
 
 typedef struct dp_ctx {
     const sy__sched_problem *pb;
@@ -48,12 +60,13 @@ typedef struct dp_ctx {
     dp_state *st;               /* states of the block being solved, by step */
     uint32_t st_n, st_cap;
     uint32_t *step_off;  /* len + 1 offsets into st */
+    uint32_t cur_states; /* widest step of the class being solved */
     uint32_t *table;     /* hash table of the step being built */
     uint32_t table_cap;  /* allocated entries */
     uint32_t table_mask; /* entries in use - 1 */
-    dp_class *classes;
-    uint32_t n_classes, cap_classes;
-    uint64_t *words; /* scratch canonical description */
+    sy__dp_memo *memo; /* classes: this solve's, or kept between solves */
+    uint32_t n_used;   /* distinct classes this solve used */
+    uint64_t *words;   /* scratch canonical description */
     uint32_t words_cap;
     sy__dp_stats stats;
 } dp_ctx;
@@ -222,43 +235,59 @@ static sy_status dp_step(dp_ctx *c, uint32_t i, uint32_t prev_lo, uint32_t prev_
     if (st != SY_OK)
         return st;
     uint32_t lo = c->st_n, mask = c->table_mask;
+    /* Where each input's avail bits sit in the new key (it may die here),
+     * and the new value's slot: the key of a successor is the previous
+     * slots moved to their new places, plus those bits and that slot. */
+    uint32_t bit_at[64], sb = c->slot_bits, new_at = UINT32_MAX;
+    for (uint32_t j = 0; j < n_in; j++)
+        bit_at[j] = UINT32_MAX;
+    for (uint32_t q = 0; q < nq; q++) {
+        if (src[q] < 0) {
+            new_at = q * sb;
+            continue;
+        }
+        for (uint32_t j = 0; j < n_in; j++)
+            if (in_pos[j] == (uint32_t)src[q])
+                bit_at[j] = q * sb + c->dev_bits;
+    }
+    double node_cost[SY__SCHED_MAX_DEVICES];
+    for (uint32_t d = 0; d < D; d++)
+        node_cost[d] = sy__sched_cost(pb, i, d);
     for (uint32_t s = 0; s < prev_n; s++) {
         const dp_state prev = c->st[prev_lo + s];
+        uint64_t moved = 0;
+        for (uint32_t q = 0; q < nq; q++)
+            if (src[q] >= 0)
+                moved |= slot_get(c, prev.key, (uint32_t)src[q]) << (q * sb);
         uint32_t dev[64], avail[64];
-        for (uint32_t k = 0; k < np; k++) {
-            uint64_t v = slot_get(c, prev.key, k);
-            dev[k] = (uint32_t)(v & ((1u << c->dev_bits) - 1));
-            avail[k] = (uint32_t)(v >> c->dev_bits);
+        for (uint32_t j = 0; j < n_in; j++) {
+            uint64_t v = slot_get(c, prev.key, in_pos[j]);
+            dev[j] = (uint32_t)(v & ((1u << c->dev_bits) - 1));
+            avail[j] = (uint32_t)(v >> c->dev_bits);
         }
         for (uint32_t d = 0; d < D; d++) {
-            double cost = sy__sched_cost(pb, i, d);
+            double cost = node_cost[d];
             if (!isfinite(cost))
                 continue;
             cost += prev.cost;
-            uint32_t av[64];
-            for (uint32_t k = 0; k < np; k++)
-                av[k] = avail[k];
+            uint64_t key = moved;
             for (uint32_t j = 0; j < n_in; j++) {
-                uint32_t k = in_pos[j];
-                if (av[k] >> d & 1u)
+                if (avail[j] >> d & 1u)
                     continue;
-                av[k] |= 1u << d;
-                cost += sy__sched_xfer(pb, P[k], dev[k], d);
+                if (bit_at[j] != UINT32_MAX)
+                    key |= (uint64_t)1 << (bit_at[j] + d);
+                cost += sy__sched_xfer(pb, P[in_pos[j]], dev[j], d);
             }
-            uint64_t key = 0;
-            for (uint32_t q = 0; q < nq; q++) {
-                uint64_t v =
-                    src[q] < 0 ? slot_make(c, d, 1u << d) : slot_make(c, dev[src[q]], av[src[q]]);
-                key |= v << (q * c->slot_bits);
-            }
+            if (new_at != UINT32_MAX)
+                key |= slot_make(c, d, 1u << d) << new_at;
             if (c->st_n - lo >= budget)
                 return SY_E_LIMIT;
             dp_relax(c, mask, key, cost, s, (uint8_t)d);
         }
     }
     uint32_t made = c->st_n - lo;
-    if (made > c->stats.max_states)
-        c->stats.max_states = made;
+    if (made > c->cur_states)
+        c->cur_states = made;
     if (made > DP_MAX_STATES)
         return SY_E_LIMIT;
     return SY_OK;
@@ -353,10 +382,23 @@ static sy_status dp_describe(dp_ctx *c, uint32_t lo, uint32_t hi, uint32_t *out_
     return SY_OK;
 }
 
+/* Counts class |k| as used by this solve, its widest step included. */
+static void dp_use_class(dp_ctx *c, uint32_t k)
+{
+    dp_class *cl = &c->memo->classes[k];
+    if (cl->used != c->memo->solves) {
+        cl->used = c->memo->solves;
+        c->n_used++;
+    }
+    if (cl->max_states > c->stats.max_states)
+        c->stats.max_states = cl->max_states;
+}
+
 /* Returns the class of block [lo, hi), solving it when it is new. */
 static sy_status dp_block_class(dp_ctx *c, uint32_t lo, uint32_t hi, bool reuse,
                                 uint32_t *out_class)
 {
+    sy__dp_memo *mo = c->memo;
     uint32_t n_words = 0;
     uint64_t hash = 0;
     sy_status st = SY_OK;
@@ -364,24 +406,25 @@ static sy_status dp_block_class(dp_ctx *c, uint32_t lo, uint32_t hi, bool reuse,
         st = dp_describe(c, lo, hi, &n_words, &hash);
         if (st != SY_OK)
             return st;
-        for (uint32_t k = c->n_classes; k-- > 0;) {
-            const dp_class *cl = &c->classes[k];
+        for (uint32_t k = mo->n_classes; k-- > 0;) {
+            const dp_class *cl = &mo->classes[k];
             if (cl->hash == hash && cl->n_words == n_words &&
                 memcmp(cl->words, c->words, n_words * sizeof *c->words) == 0) {
+                dp_use_class(c, k);
                 *out_class = k;
                 return SY_OK;
             }
         }
     }
-    if (c->n_classes == c->cap_classes) {
-        uint32_t cap = c->cap_classes ? c->cap_classes * 2 : 16;
-        dp_class *grown = realloc(c->classes, cap * sizeof *grown);
+    if (mo->n_classes == mo->cap_classes) {
+        uint32_t cap = mo->cap_classes ? mo->cap_classes * 2 : 16;
+        dp_class *grown = realloc(mo->classes, cap * sizeof *grown);
         if (!grown)
             return SY_E_NO_MEMORY;
-        c->classes = grown;
-        c->cap_classes = cap;
+        mo->classes = grown;
+        mo->cap_classes = cap;
     }
-    dp_class *cl = &c->classes[c->n_classes];
+    dp_class *cl = &mo->classes[mo->n_classes];
     memset(cl, 0, sizeof *cl);
     cl->hash = hash;
     cl->n_words = n_words;
@@ -391,14 +434,26 @@ static sy_status dp_block_class(dp_ctx *c, uint32_t lo, uint32_t hi, bool reuse,
     cl->words = malloc((n_words + 1) * sizeof *cl->words);
     cl->m = malloc((size_t)cl->n_start * cl->n_end * sizeof *cl->m);
     cl->asg = calloc((size_t)cl->n_start * cl->n_end * cl->len + 1, 1);
-    c->n_classes++; /* counted now so that cleanup frees a half-made class */
+    cl->used = mo->solves - 1; /* not yet: dp_use_class counts it */
+    mo->n_classes++; /* counted now so that cleanup frees a half-made class */
     if (!cl->words || !cl->m || !cl->asg)
         return SY_E_NO_MEMORY;
     if (n_words)
         memcpy(cl->words, c->words, n_words * sizeof *cl->words);
+    c->cur_states = 0;
     st = dp_solve_block(c, lo, hi, cl);
-    *out_class = c->n_classes - 1;
-    return st;
+    cl->max_states = c->cur_states;
+    if (c->cur_states > c->stats.max_states)
+        c->stats.max_states = c->cur_states;
+    *out_class = mo->n_classes - 1;
+    if (st != SY_OK) {
+        /* A half-solved class must not be found again. */
+        cl->hash = ~hash;
+        cl->n_words = UINT32_MAX;
+        return st;
+    }
+    dp_use_class(c, mo->n_classes - 1);
+    return SY_OK;
 }
 
 /* Chains the blocks with a min-plus Viterbi pass and writes the result. */
@@ -411,7 +466,7 @@ static sy_status dp_chain(dp_ctx *c, const uint32_t *block_lo, const uint32_t *b
         return SY_E_NO_MEMORY;
     cur[0] = 0.0;
     for (uint32_t b = 0; b < n_blocks; b++) {
-        const dp_class *cl = &c->classes[block_cls[b]];
+        const dp_class *cl = &c->memo->classes[block_cls[b]];
         for (uint32_t e = 0; e < cl->n_end; e++) {
             next[e] = INFINITY;
             choice[b * SY__SCHED_MAX_DEVICES + e] = 0;
@@ -428,7 +483,7 @@ static sy_status dp_chain(dp_ctx *c, const uint32_t *block_lo, const uint32_t *b
     sy_status st = isfinite(cur[0]) ? SY_OK : SY_E_UNSUPPORTED;
     uint32_t e = 0;
     for (uint32_t b = n_blocks; st == SY_OK && b-- > 0;) {
-        const dp_class *cl = &c->classes[block_cls[b]];
+        const dp_class *cl = &c->memo->classes[block_cls[b]];
         uint32_t a = choice[b * SY__SCHED_MAX_DEVICES + e];
         memcpy(&out_assign[block_lo[b]], &cl->asg[((size_t)a * cl->n_end + e) * cl->len], cl->len);
         e = a;
@@ -437,14 +492,34 @@ static sy_status dp_chain(dp_ctx *c, const uint32_t *block_lo, const uint32_t *b
     return st;
 }
 
+static void memo_clear(sy__dp_memo *mo)
+{
+    for (uint32_t k = 0; k < mo->n_classes; k++) {
+        free(mo->classes[k].words);
+        free(mo->classes[k].m);
+        free(mo->classes[k].asg);
+    }
+    free(mo->classes);
+    mo->classes = NULL;
+    mo->n_classes = mo->cap_classes = 0;
+}
+
+sy_status sy__dp_memo_create(sy__dp_memo **out_memo)
+{
+    *out_memo = calloc(1, sizeof **out_memo);
+    return *out_memo ? SY_OK : SY_E_NO_MEMORY;
+}
+
+void sy__dp_memo_destroy(sy__dp_memo *memo)
+{
+    if (!memo)
+        return;
+    memo_clear(memo);
+    free(memo);
+}
+
 static void dp_free(dp_ctx *c)
 {
-    for (uint32_t k = 0; k < c->n_classes; k++) {
-        free(c->classes[k].words);
-        free(c->classes[k].m);
-        free(c->classes[k].asg);
-    }
-    free(c->classes);
     free(c->last_use);
     free(c->f_start);
     free(c->f_list);
@@ -457,11 +532,23 @@ static void dp_free(dp_ctx *c)
 sy_status sy__sched_dp(const sy__sched_problem *pb, bool reuse_classes, uint8_t *out_assign,
                        sy__dp_stats *stats)
 {
-    dp_ctx c = {.pb = pb, .n = pb->n, .D = pb->n_dev};
+    return sy__sched_dp_memo(pb, reuse_classes, NULL, out_assign, stats);
+}
+
+sy_status sy__sched_dp_memo(const sy__sched_problem *pb, bool reuse_classes, sy__dp_memo *memo,
+                            uint8_t *out_assign, sy__dp_stats *stats)
+{
+    sy__dp_memo local = {0};
+    dp_ctx c = {.pb = pb, .n = pb->n, .D = pb->n_dev, .memo = memo ? memo : &local};
     if (stats)
         memset(stats, 0, sizeof *stats);
     if (pb->n == 0)
         return SY_OK;
+    if (c.memo->n_dev != c.D) {
+        memo_clear(c.memo); /* descriptions are per device count */
+        c.memo->n_dev = c.D;
+    }
+    c.memo->solves++;
     while ((1u << c.dev_bits) < c.D)
         c.dev_bits++;
     c.slot_bits = c.dev_bits + c.D;
@@ -490,12 +577,14 @@ sy_status sy__sched_dp(const sy__sched_problem *pb, bool reuse_classes, uint8_t 
         lo = i + 1;
     }
     c.stats.blocks = n_blocks;
-    c.stats.classes = c.n_classes;
+    c.stats.classes = c.n_used;
     st = dp_chain(&c, block_lo, block_cls, n_blocks, out_assign);
 out_free:
     if (stats)
         *stats = c.stats;
     dp_free(&c);
+    if (!memo)
+        memo_clear(&local);
     free(block_lo);
     free(block_cls);
     return st;

@@ -203,6 +203,10 @@ typedef struct sy__plan_ctx {
     /* placement */
     uint8_t *leaf_home; /* per tensor (leaf roots): slot, or SY__NO_DEVICE floating */
     sy__sched_problem pb;
+    sy__dp_memo *memo; /* DP blocks solved in this planning run's earlier solves */
+    /* sy__ctx_memory()'s last answer and the placement it was for */
+    uint8_t *mem_assign, *mem_home;
+    sy_plan_memory mem_last[SY__MAX_PLAN_DEVICES];
     uint8_t *assign; /* n_dec */
     char algorithm[128];
     double t_start;
@@ -257,8 +261,9 @@ void sy__ctx_home_leaves(sy__plan_ctx *c);
  * and bytes its storage takes on a device. */
 uint64_t sy__value_bytes(const sy__plan_ctx *c, uint32_t value);
 uint64_t sy__value_storage(const sy__plan_ctx *c, uint32_t value);
-/* Memory c->assign and c->leaf_home put on each device (budgets included). */
-void sy__ctx_memory(const sy__plan_ctx *c, sy_plan_memory out[SY__MAX_PLAN_DEVICES]);
+/* Memory c->assign and c->leaf_home put on each device (budgets included);
+ * asked again for the same placement, a copy of the last answer. */
+void sy__ctx_memory(sy__plan_ctx *c, sy_plan_memory out[SY__MAX_PLAN_DEVICES]);
 void sy__ctx_free(sy__plan_ctx *c);
 
 /* plan.c */

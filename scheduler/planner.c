@@ -255,7 +255,9 @@ static sy_status planner_solve(sy__plan_ctx *c)
     sy_status st;
     if (a == SY_PLAN_AUTO || a == SY_PLAN_DP) {
         sy__dp_stats ds;
-        st = sy__sched_dp(&c->pb, true, c->assign, &ds);
+        st = c->memo ? SY_OK : sy__dp_memo_create(&c->memo);
+        if (st == SY_OK)
+            st = sy__sched_dp_memo(&c->pb, true, c->memo, c->assign, &ds);
         if (st == SY_OK) {
             snprintf(c->algorithm, sizeof c->algorithm,
                      "dp (%u blocks, %u solved, frontier %u, %u states)", ds.blocks, ds.classes,

@@ -171,17 +171,24 @@ static double leaf_move(const sy__plan_ctx *c, uint32_t root, uint32_t from, uin
 sy_status sy__ctx_problem(sy__plan_ctx *c)
 {
     uint32_t D = c->D;
-    sy__sched_problem_deinit(&c->pb);
-    sy_status st = sy__sched_problem_init(&c->pb, c->n_dec, D, c->cons_start[c->n_dec]);
-    if (st != SY_OK)
-        return sy__planner_fail(c->pl, st, "out of memory posing the placement of %u nodes",
-                                c->n_dec);
+    /* The structure and the transfer costs stay from one posing to the
+     * next within a planning run; only the node costs change (leaf homes,
+     * devices taken away for memory). */
+    bool fresh = !c->pb.cost || c->pb.n != c->n_dec || c->pb.n_dev != D;
+    if (fresh) {
+        sy__sched_problem_deinit(&c->pb);
+        sy_status st = sy__sched_problem_init(&c->pb, c->n_dec, D, c->cons_start[c->n_dec]);
+        if (st != SY_OK)
+            return sy__planner_fail(c->pl, st, "out of memory posing the placement of %u nodes",
+                                    c->n_dec);
+    }
     sy__sched_problem *pb = &c->pb;
     uint32_t e = 0;
     for (uint32_t k = 0; k < c->n_dec; k++) {
         uint32_t i = c->dec[k];
         const sy_node *n = sy_graph_node(c->g, i);
-        pb->in_start[k] = e;
+        if (fresh)
+            pb->in_start[k] = e;
         double leaf_cost[SY__MAX_PLAN_DEVICES] = {0};
         for (uint32_t j = 0; j < n->n_inputs; j++) {
             uint32_t v = c->value_of[n->inputs[j]->id];
@@ -191,7 +198,8 @@ sy_status sy__ctx_problem(sy__plan_ctx *c)
             if (dup)
                 continue;
             if (!is_leaf_value(v)) {
-                pb->in_list[e++] = v;
+                if (fresh)
+                    pb->in_list[e++] = v;
                 continue;
             }
             uint32_t root = v & ~SY__LEAF_BIT;
@@ -205,13 +213,16 @@ sy_status sy__ctx_problem(sy__plan_ctx *c)
         for (uint32_t d = 0; d < D; d++)
             pb->cost[(size_t)k * D + d] =
                 (c->allowed[i] >> d & 1u) ? sy__ctx_node_obj(c, k, d) + leaf_cost[d] : INFINITY;
+        if (!fresh)
+            continue;
         uint64_t bytes = sy__value_bytes(c, k);
         for (uint32_t s = 0; s < D; s++)
             for (uint32_t d = 0; d < D; d++)
                 pb->xfer[((size_t)k * D + s) * D + d] =
                     s == d ? 0.0 : sy__ctx_move_obj(c, s, d, bytes);
     }
-    pb->in_start[c->n_dec] = e;
+    if (fresh)
+        pb->in_start[c->n_dec] = e;
     return SY_OK;
 }
 
@@ -371,8 +382,38 @@ static void add_move_memory(const sy__plan_ctx *c, uint32_t value, uint32_t src,
         acc->mem[dst].activation_bytes += sy__value_storage(c, value);
 }
 
-void sy__ctx_memory(const sy__plan_ctx *c, sy_plan_memory out[SY__MAX_PLAN_DEVICES])
+/* Copies the last answer when the placement is the one it was for (a
+ * planning round asks before it builds its plan, which asks again). */
+static bool memory_known(const sy__plan_ctx *c, sy_plan_memory out[SY__MAX_PLAN_DEVICES])
 {
+    if (!c->mem_assign || memcmp(c->mem_assign, c->assign, c->n_dec) != 0 ||
+        memcmp(c->mem_home, c->leaf_home, c->n_tensors) != 0)
+        return false;
+    memcpy(out, c->mem_last, SY__MAX_PLAN_DEVICES * sizeof *out);
+    return true;
+}
+
+static void memory_keep(sy__plan_ctx *c, const sy_plan_memory out[SY__MAX_PLAN_DEVICES])
+{
+    if (!c->mem_assign) {
+        c->mem_assign = malloc((size_t)c->n_dec + 1);
+        c->mem_home = malloc((size_t)c->n_tensors + 1);
+        if (!c->mem_assign || !c->mem_home) {
+            free(c->mem_assign);
+            free(c->mem_home);
+            c->mem_assign = c->mem_home = NULL;
+            return;
+        }
+    }
+    memcpy(c->mem_assign, c->assign, c->n_dec);
+    memcpy(c->mem_home, c->leaf_home, c->n_tensors);
+    memcpy(c->mem_last, out, SY__MAX_PLAN_DEVICES * sizeof *out);
+}
+
+void sy__ctx_memory(sy__plan_ctx *c, sy_plan_memory out[SY__MAX_PLAN_DEVICES])
+{
+    if (memory_known(c, out))
+        return;
     memset(out, 0, SY__MAX_PLAN_DEVICES * sizeof *out);
     for (uint32_t d = 0; d < c->D; d++)
         out[d].budget_bytes = c->req->budget[d];
@@ -391,7 +432,7 @@ void sy__ctx_memory(const sy__plan_ctx *c, sy_plan_memory out[SY__MAX_PLAN_DEVIC
     }
     for_each_move(c, add_move_memory, &acc);
     if (!acc.leaves)
-        return;
+        return; /* every leaf counted: not kept */
     qsort(acc.leaves, acc.n_leaves, sizeof *acc.leaves, leaf_use_cmp);
     for (uint32_t i = 0; i < acc.n_leaves;) {
         uint32_t j = i + 1;
@@ -409,6 +450,7 @@ void sy__ctx_memory(const sy__plan_ctx *c, sy_plan_memory out[SY__MAX_PLAN_DEVIC
         i = j;
     }
     free(acc.leaves);
+    memory_keep(c, out);
 }
 
 void sy__ctx_free(sy__plan_ctx *c)
@@ -433,4 +475,7 @@ void sy__ctx_free(sy__plan_ctx *c)
     free(c->leaf_home);
     free(c->assign);
     sy__sched_problem_deinit(&c->pb);
+    sy__dp_memo_destroy(c->memo);
+    free(c->mem_assign);
+    free(c->mem_home);
 }

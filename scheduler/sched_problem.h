@@ -84,6 +84,21 @@ typedef struct sy__dp_stats {
 sy_status sy__sched_dp(const sy__sched_problem *pb, bool reuse_classes, uint8_t *out_assign,
                        sy__dp_stats *stats);
 
+/* Solved blocks kept between DP solves: a planner re-solves a problem
+ * whose costs changed in a few places (leaf homes, memory evictions), and
+ * a block whose costs and structure match one solved before reuses its
+ * matrix (the same numbers, so the same placement).
+ * Ownership: free with sy__dp_memo_destroy(). */
+typedef struct sy__dp_memo sy__dp_memo;
+sy_status sy__dp_memo_create(sy__dp_memo **out_memo);
+void sy__dp_memo_destroy(sy__dp_memo *memo);
+
+/* sy__sched_dp() looking blocks up in, and adding them to, |memo| (may be
+ * NULL: a memo for this call only).  |stats| counts the classes this
+ * solve used, solved now or found in the memo. */
+sy_status sy__sched_dp_memo(const sy__sched_problem *pb, bool reuse_classes, sy__dp_memo *memo,
+                            uint8_t *out_assign, sy__dp_stats *stats);
+
 /* List scheduling for general DAGs: nodes in HEFT order (decreasing upward
  * rank over mean costs), each put on the device that finishes it earliest
  * given its placed producers, then improved by moves of single nodes and of
