@@ -8,10 +8,13 @@
 # cpu row's measured peak is the process's VmHWM, restarted before each
 # test (each test runs in a process of its own, as a session would: a
 # second session in one process reuses the first's freed heap); other
-# devices' is what the executor allocated there.
+# devices' is the plugin's own count of what it held there (memory_usage),
+# else what the executor allocated there.
 #
-# usage: bench/mem_peak.sh [-B BUILD_DIR] [-t THREADS] [--quick]
+# usage: bench/mem_peak.sh [-B BUILD_DIR] [-t THREADS] [--quick | --discrete]
 #   --quick: SmolLM2 only, shorter tests
+#   --discrete: only SmolLM2 on cpu,opencl:0 prefer:opencl:0 with PoCL
+#               forced discrete (SWITCHYARD_OPENCL_DISCRETE=1)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build
@@ -22,6 +25,7 @@ while [ $# -gt 0 ]; do
     -B) build=$2; shift 2 ;;
     -t) threads=$2; shift 2 ;;
     --quick) quick=1; shift ;;
+    --discrete) quick=2; shift ;;
     *) echo "mem_peak.sh: unknown option '$1'" >&2; exit 2 ;;
     esac
 done
@@ -52,6 +56,9 @@ both() {
 }
 if [ $quick = 1 ]; then
     both "cpu" "$smol" 256 "--devices cpu" "" 256
+elif [ $quick = 2 ]; then
+    both "cpu,opencl:0 prefer:opencl:0, discrete" "$smol" 512 \
+        "--devices cpu,opencl:0 --policy prefer:opencl:0" "SWITCHYARD_OPENCL_DISCRETE=1" 256
 else
     both "cpu" "$smol" 512 "--devices cpu" "" 512
     both "cpu,opencl:0 prefer:opencl:0" "$smol" 512 \
