@@ -457,7 +457,8 @@ static sy_status testdev_run_until(testdev_state *s, uint64_t until)
         st = testdev_run_job(s, &s->jobs[k++]);
     if (st != SY_OK)
         k = s->n_jobs;
-    memmove(s->jobs, s->jobs + k, sizeof *s->jobs * (s->n_jobs - k));
+    if (k < s->n_jobs)
+        memmove(s->jobs, s->jobs + k, sizeof *s->jobs * (s->n_jobs - k));
     s->n_jobs -= k;
     s->done += k;
     return st;
