@@ -186,6 +186,7 @@ typedef struct sy__plan_ctx {
     uint32_t *leaf_readers; /* per tensor (leaf roots): decision nodes reading it */
     uint32_t *leaf_writer;  /* per tensor (leaf roots): decision writing it, or SY__NONE */
     uint32_t *cons_start, *cons_list; /* consumers of each decision (CSR) */
+    uint64_t *dec_bytes; /* per decision: its output's bytes (sy__value_bytes) */
     /* capability: per graph node */
     uint8_t *supported; /* device mask */
     uint8_t *allowed;   /* after policy, pins and memory evictions */

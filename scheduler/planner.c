@@ -238,11 +238,12 @@ static sy_status ctx_alloc(sy__plan_ctx *c)
     c->node_j = malloc(nn * D * sizeof *c->node_j);
     c->unmeasured = calloc(nn, 1);
     c->leaf_home = malloc(nt);
+    c->dec_bytes = malloc(nn * sizeof *c->dec_bytes);
     c->assign = calloc(nn, 1);
     if (!c->value_of || !c->dec || !c->dec_of || !c->leaf_readers || !c->leaf_writer ||
         !c->cons_start || !c->supported || !c->allowed || !c->evicted || !c->pin_of ||
         !c->why_code || !c->why_text || !c->node_s || !c->node_j || !c->unmeasured ||
-        !c->leaf_home || !c->assign)
+        !c->leaf_home || !c->assign || !c->dec_bytes)
         return sy__planner_fail(c->pl, SY_E_NO_MEMORY, "out of memory planning %u nodes",
                                 c->n_nodes);
     return SY_OK;

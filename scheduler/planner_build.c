@@ -29,7 +29,7 @@ uint64_t sy__value_bytes(const sy__plan_ctx *c, uint32_t value)
 {
     if (is_leaf_value(value))
         return sy_tensor_nbytes(sy_graph_tensor(c->g, value & ~SY__LEAF_BIT));
-    return sy_tensor_nbytes(sy_graph_node(c->g, c->dec[value])->output);
+    return c->dec_bytes[value];
 }
 
 uint64_t sy__value_storage(const sy__plan_ctx *c, uint32_t value)
@@ -59,6 +59,7 @@ sy_status sy__ctx_structure(sy__plan_ctx *c)
         }
         c->dec_of[i] = c->n_dec;
         c->dec[c->n_dec] = i;
+        c->dec_bytes[c->n_dec] = sy_tensor_nbytes(n->output);
         c->value_of[n->output->id] = c->n_dec;
         const sy_tensor *o = n->output;
         if (o->view_src && !sy_graph_producer(g, o->view_src))
@@ -476,6 +477,7 @@ void sy__ctx_free(sy__plan_ctx *c)
     free(c->assign);
     sy__sched_problem_deinit(&c->pb);
     sy__dp_memo_destroy(c->memo);
+    free(c->dec_bytes);
     free(c->mem_assign);
     free(c->mem_home);
 }
