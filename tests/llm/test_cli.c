@@ -40,10 +40,15 @@ static int cli(const char *cmd, const cli_model *m, const char *args, bool err, 
                size_t size)
 {
     const char *env = getenv("SWITCHYARD_PLUGIN_PATH");
+    /* The first command on a device set probes the machine: into the build
+     * tree, never the user's own cache (as test_chat.c). */
+    const char *build = getenv("SWITCHYARD_TEST_BUILD_DIR");
     char line[4096];
-    snprintf(line, sizeof line, "SWITCHYARD_PLUGIN_PATH='%s%s%s' '%s' %s -m '%s' %s %s",
-             SY_TEST_PLUGIN_DIR "/opaquedev.so", env && env[0] ? ":" : "", env ? env : "",
-             SY_SWITCHYARD_BIN, cmd, m->path, args, err ? "2>&1" : "2>/dev/null");
+    snprintf(line, sizeof line,
+             "XDG_CACHE_HOME='%s/xdg-cache' SWITCHYARD_PLUGIN_PATH='%s%s%s' '%s' %s -m '%s' %s %s",
+             build && *build ? build : "/tmp", SY_TEST_PLUGIN_DIR "/opaquedev.so",
+             env && env[0] ? ":" : "", env ? env : "", SY_SWITCHYARD_BIN, cmd, m->path, args,
+             err ? "2>&1" : "2>/dev/null");
     FILE *p = popen(line, "r");
     cr_assert_not_null(p);
     size_t n = fread(out, 1, size - 1, p);
