@@ -215,7 +215,13 @@ EOF
                     --devices "$devs" >>"$log" 2>&1
                 local rc=$?
                 local ts
-                ts=$(tail -3 "$log" | grep -a "| $label |" | awk -F'|' '{print $7}' | tail -1 | xargs)
+                # the t/s column found by its header (bench's columns grow)
+                ts=$(tail -4 "$log" | awk -F'|' -v lab="$label" '
+                    /^\| model \|/ { c = 0; tc = 0
+                        for (i = 1; i <= NF; i++) { h = $i; gsub(/ /, "", h)
+                            if (h == "t/s") c = i; if (h == "test") tc = i } next }
+                    c && tc { t = $tc; gsub(/ /, "", t); if (t == lab) v = $c }
+                    END { print v }' | xargs)
                 if [ $rc -eq 124 ]; then
                     ts="stopped at $limit s"
                 elif [ -z "$ts" ]; then
