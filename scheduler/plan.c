@@ -177,6 +177,22 @@ static sy_status push_step(sy_plan *p, uint32_t *cap, const sy__plan_step *s)
     return SY_OK;
 }
 
+/* Whether value |v|, an input of decision |k|, must still be sent to
+ * |dev|: it lives elsewhere (*out_src), is not |k|'s own leaf write, and
+ * no transfer to |dev| has been emitted for it yet. */
+static bool input_unsent(const sy__plan_ctx *c, uint32_t k, uint32_t v, uint32_t dev,
+                         const uint8_t *sent_v, const uint8_t *sent_l, uint32_t *out_src)
+{
+    bool leaf = (v & SY__LEAF_BIT) != 0;
+    uint32_t root = v & ~SY__LEAF_BIT;
+    if (leaf && c->leaf_writer[root] == k)
+        return false;
+    uint32_t src = value_device(c, v);
+    uint8_t sent = leaf ? sent_l[root] : sent_v[v];
+    *out_src = src;
+    return src != dev && !(sent >> dev & 1u);
+}
+
 /* Emits the transfers the nodes order[lo..hi) on |dev| need first. */
 static sy_status plan_transfers(sy_plan *p, const sy__plan_ctx *c, uint32_t lo, uint32_t hi,
                                 uint32_t dev, uint8_t *sent_v, uint8_t *sent_l, uint32_t *cap)
@@ -185,15 +201,12 @@ static sy_status plan_transfers(sy_plan *p, const sy__plan_ctx *c, uint32_t lo, 
         uint32_t i = p->order[o], k = c->dec_of[i];
         const sy_node *n = sy_graph_node(c->g, i);
         for (uint32_t j = 0; j < n->n_inputs; j++) {
-            uint32_t v = c->value_of[n->inputs[j]->id];
+            uint32_t v = c->value_of[n->inputs[j]->id], src;
+            if (!input_unsent(c, k, v, dev, sent_v, sent_l, &src))
+                continue;
             bool leaf = (v & SY__LEAF_BIT) != 0;
             uint32_t root = v & ~SY__LEAF_BIT;
-            if (leaf && c->leaf_writer[root] == k)
-                continue;
-            uint32_t src = value_device(c, v);
             uint8_t *sent = leaf ? &sent_l[root] : &sent_v[v];
-            if (src == dev || (*sent >> dev & 1u))
-                continue;
             *sent |= (uint8_t)(1u << dev);
             sy__plan_step s;
             memset(&s, 0, sizeof s);
@@ -247,14 +260,9 @@ static bool needs_async_value(const sy_plan *p, const sy__plan_ctx *c, uint32_t 
     uint32_t i = p->order[o], k = c->dec_of[i];
     const sy_node *n = sy_graph_node(c->g, i);
     for (uint32_t j = 0; j < n->n_inputs; j++) {
-        uint32_t v = c->value_of[n->inputs[j]->id];
-        bool leaf = (v & SY__LEAF_BIT) != 0;
-        uint32_t root = v & ~SY__LEAF_BIT;
-        if (leaf && c->leaf_writer[root] == k)
-            continue;
-        uint32_t src = value_device(c, v);
-        uint8_t sent = leaf ? sent_l[root] : sent_v[v];
-        if (src == dev || (sent >> dev & 1u) || !sy__plan_slot_has_events(c, src))
+        uint32_t v = c->value_of[n->inputs[j]->id], src;
+        if (!input_unsent(c, k, v, dev, sent_v, sent_l, &src) ||
+            !sy__plan_slot_has_events(c, src))
             continue;
         bool earlier = false; /* sent before the segment for a node ahead */
         for (uint32_t q = lo; q < o && !earlier; q++)

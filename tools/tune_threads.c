@@ -94,11 +94,13 @@ sy_status tune_cpu_threads(const char *model_path, uint32_t cores, const tune_op
     return out->n > 0 ? SY_OK : st;
 }
 
-uint32_t tune_profile_threads(const char *path)
+/* The profile at |path| parsed, or NULL when it cannot be read (missing,
+ * empty, over 16 MiB) or is not JSON. */
+static cJSON *profile_parse(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return 0;
+        return NULL;
     char *buf = NULL;
     long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
     if (size > 0 && size < (16l << 20) && fseek(f, 0, SEEK_SET) == 0)
@@ -107,6 +109,12 @@ uint32_t tune_profile_threads(const char *path)
     fclose(f);
     cJSON *root = buf ? cJSON_ParseWithLength(buf, n) : NULL;
     free(buf);
+    return root;
+}
+
+uint32_t tune_profile_threads(const char *path)
+{
+    cJSON *root = profile_parse(path);
     const cJSON *th = cJSON_GetObjectItemCaseSensitive(root, "threads");
     const cJSON *best = cJSON_GetObjectItemCaseSensitive(th, "best");
     uint32_t v = cJSON_IsNumber(best) && best->valuedouble >= 1 && best->valuedouble <= 1024
@@ -215,17 +223,7 @@ static bool to_plain(const char *v)
 int tune_profile_options(const char *path, const char *device,
                          void (*apply)(const char *name, const char *value, void *ctx), void *ctx)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
-    char *buf = NULL;
-    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (size > 0 && size < (16l << 20) && fseek(f, 0, SEEK_SET) == 0)
-        buf = malloc((size_t)size + 1);
-    size_t n = buf ? fread(buf, 1, (size_t)size, f) : 0;
-    fclose(f);
-    cJSON *root = buf ? cJSON_ParseWithLength(buf, n) : NULL;
-    free(buf);
+    cJSON *root = profile_parse(path);
     const cJSON *dev = cJSON_GetObjectItemCaseSensitive(root, "device");
     if (!root || (device && (!cJSON_IsString(dev) || strcmp(dev->valuestring, device) != 0))) {
         cJSON_Delete(root);

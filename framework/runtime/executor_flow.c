@@ -61,18 +61,6 @@ typedef struct xp_flowrun {
     bool failed;                        /* an error was recorded: keep its message */
 } xp_flowrun;
 
-static bool flow_grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return true;
-    void *grown = realloc(*p, need * elem);
-    if (!grown)
-        return false;
-    *p = grown;
-    *cap = need;
-    return true;
-}
-
 void sy__xp_flow_free(sy_executor *x)
 {
     if (!x->flow)
@@ -403,7 +391,7 @@ static sy_status xp_transfer(xp_flowrun *fr, int64_t k)
     if (sy__xp_wrap(r, root, dd, sb->host, sb->flags & XP_FROM_HOST)) {
         if (!(sb->flags & XP_FROM_HOST)) {
             struct xp_flow *f = fr->f;
-            if (!flow_grow((void **)&f->maps, &f->cap_maps, (size_t)f->n_maps + 1,
+            if (!sy__xp_grow((void **)&f->maps, &f->cap_maps, (size_t)f->n_maps + 1,
                            sizeof *f->maps)) {
                 sy__runtime_set_error(r->rt, "out of memory tracking mapped tensors");
                 return SY_E_NO_MEMORY;
@@ -483,8 +471,8 @@ sy_status sy__xp_run_steps(xp_run *r)
     }
     struct xp_flow *f = x->flow;
     size_t np = ((size_t)r->n_tensors + 1) * r->D, ns = (size_t)r->plan->n_steps + 1;
-    if (!flow_grow((void **)&f->producer, &f->cap_producer, np, sizeof *f->producer) ||
-        !flow_grow((void **)&f->ev, &f->cap_ev, ns, sizeof *f->ev)) {
+    if (!sy__xp_grow((void **)&f->producer, &f->cap_producer, np, sizeof *f->producer) ||
+        !sy__xp_grow((void **)&f->ev, &f->cap_ev, ns, sizeof *f->ev)) {
         sy__runtime_set_error(r->rt, "out of memory preparing %u steps", r->plan->n_steps);
         return SY_E_NO_MEMORY;
     }

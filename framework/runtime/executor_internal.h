@@ -100,6 +100,11 @@ static inline xp_bind *sy__xp_at(xp_run *r, uint32_t t, uint32_t d)
 /* executor_plan.c */
 /* Host address of |buffer|'s byte 0 on |dev|, or NULL when not mapped. */
 void *sy__xp_host_ptr(const sy__device *dev, void *buffer);
+
+/* Grows |*p| (elements of |elem|, |*cap| of them) to hold |need|; false
+ * when out of memory, leaving |*p| as it was. */
+bool sy__xp_grow(void **p, size_t *cap, size_t need, size_t elem);
+
 /* Sets the error of |what| failing for tensor |name| on slot |d|, notes
  * the device failure, and returns |st|. */
 sy_status sy__xp_fail(xp_run *r, sy_status st, uint32_t d, const char *what, const char *name,

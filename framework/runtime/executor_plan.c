@@ -386,8 +386,7 @@ static void xp_release(xp_run *r)
     }
 }
 
-/* Grows |*p| (elements of |elem|) to hold |need|. */
-static bool xp_grow(void **p, size_t *cap, size_t need, size_t elem)
+bool sy__xp_grow(void **p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap)
         return true;
@@ -499,9 +498,9 @@ sy_status sy_executor_run(sy_executor *x, sy_graph *g, const sy_plan *plan)
     if (st != SY_OK)
         return st;
     size_t nt = (size_t)r.n_tensors + 1;
-    if (!xp_grow((void **)&x->bind, &x->cap_bind, nt * r.D, sizeof *x->bind) ||
-        !xp_grow((void **)&x->writer, &x->cap_writer, nt, 1) ||
-        !xp_grow((void **)&x->nodes, &x->cap_nodes, (size_t)plan->n_nodes + 1,
+    if (!sy__xp_grow((void **)&x->bind, &x->cap_bind, nt * r.D, sizeof *x->bind) ||
+        !sy__xp_grow((void **)&x->writer, &x->cap_writer, nt, 1) ||
+        !sy__xp_grow((void **)&x->nodes, &x->cap_nodes, (size_t)plan->n_nodes + 1,
                  sizeof *x->nodes)) {
         sy__runtime_set_error(rt, "out of memory preparing %u tensors", r.n_tensors);
         return SY_E_NO_MEMORY;
@@ -510,8 +509,8 @@ sy_status sy_executor_run(sy_executor *x, sy_graph *g, const sy_plan *plan)
     memset(x->writer, SY__NO_DEVICE, nt);
     if (x->time_nodes) {
         size_t nn = (size_t)sy_graph_node_count(g) + 1;
-        if (!xp_grow((void **)&x->node_s, &x->cap_node_s, nn, sizeof *x->node_s) ||
-            !xp_grow((void **)&x->node_dev, &x->cap_node_dev, nn, sizeof *x->node_dev)) {
+        if (!sy__xp_grow((void **)&x->node_s, &x->cap_node_s, nn, sizeof *x->node_s) ||
+            !sy__xp_grow((void **)&x->node_dev, &x->cap_node_dev, nn, sizeof *x->node_dev)) {
             sy__runtime_set_error(rt, "out of memory preparing node timing");
             return SY_E_NO_MEMORY;
         }

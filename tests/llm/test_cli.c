@@ -72,6 +72,16 @@ static double json_num(const char *json, const char *test, const char *key)
     return strtod(at + strlen(k), NULL);
 }
 
+/* Runs `switchyard CMD ARGS`, which must exit with |rc| and print |msg|. */
+static void refused(const char *cmd, const cli_model *m, const char *args, int rc,
+                    const char *msg)
+{
+    static char out[65536];
+    int got = cli(cmd, m, args, true, out, sizeof out);
+    cr_assert_eq(got, rc, "%s", out);
+    cr_assert(strstr(out, msg), "%s", out);
+}
+
 /* Where the node timing of run --profile lists |node| under |device|:
  * the device's block starts at "  DEVICE: " and ends at the next block. */
 static bool profiled_on(const char *out, const char *device, const char *node)
@@ -108,21 +118,13 @@ Test(cli, run_pins_move_the_named_nodes_and_bad_pins_are_refused_by_name)
     }
     cr_assert(profiled_on(out, "opaquedev", "attn_q"), "%s", out);
 
-    rc = cli("run", &m, "-n 1 --pin ffn_up", true, out, sizeof out);
-    cr_assert_eq(rc, 2, "%s", out);
-    cr_assert(strstr(out, "--pin takes PATTERN=DEVICE, got 'ffn_up'"), "%s", out);
-    rc = cli("bench", &m, "-p 4 -n 0 -r 1 --pin '=cpu'", true, out, sizeof out);
-    cr_assert_eq(rc, 2, "%s", out);
-    cr_assert(strstr(out, "--pin takes PATTERN=DEVICE, got '=cpu'"), "%s", out);
-    rc = cli("run", &m, "-n 1 --devices cpu --pin 'blk.*=nodev'", true, out, sizeof out);
-    cr_assert_eq(rc, 1, "%s", out);
-    cr_assert(strstr(out, "pin 'blk.*=nodev': no device 'nodev' among cpu"), "%s", out);
-    rc = cli("plan", &m, "--devices cpu --pin 'blk.*=nodev'", true, out, sizeof out);
-    cr_assert_eq(rc, 1, "%s", out);
-    cr_assert(strstr(out, "pin 'blk.*=nodev': no device 'nodev' among cpu"), "%s", out);
-    rc = cli("plan", &m, "--mem cpu", true, out, sizeof out);
-    cr_assert_eq(rc, 2, "%s", out);
-    cr_assert(strstr(out, "--mem takes DEVICE=SIZE, got 'cpu'"), "%s", out);
+    const char *no_dev = "pin 'blk.*=nodev': no device 'nodev' among cpu";
+    refused("run", &m, "-n 1 --pin ffn_up", 2, "--pin takes PATTERN=DEVICE, got 'ffn_up'");
+    refused("bench", &m, "-p 4 -n 0 -r 1 --pin '=cpu'", 2,
+            "--pin takes PATTERN=DEVICE, got '=cpu'");
+    refused("run", &m, "-n 1 --devices cpu --pin 'blk.*=nodev'", 1, no_dev);
+    refused("plan", &m, "--devices cpu --pin 'blk.*=nodev'", 1, no_dev);
+    refused("plan", &m, "--mem cpu", 2, "--mem takes DEVICE=SIZE, got 'cpu'");
     drop_model(&m);
 }
 
