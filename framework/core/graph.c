@@ -9,19 +9,6 @@
 #include "graph_internal.h"
 #include "switchyard/switchyard.h"
 
-struct sy_graph {
-    sy_tensor **tensors;
-    void **host_data;     /* parallel to tensors: caller's host memory */
-    sy_node **producer;   /* parallel to tensors: node writing it, or NULL */
-    bool *is_output;      /* parallel to tensors */
-    uint32_t n_tensors, cap_tensors;
-    sy_node **nodes;
-    uint32_t n_nodes, cap_nodes;
-    bool frozen;
-    uint64_t sig[2]; /* structural digest, set at freeze (graph_signature.c) */
-    char err[512];
-};
-
 static sy_status graph_fail(sy_graph *g, sy_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -68,6 +55,7 @@ void sy_graph_destroy(sy_graph *g)
     free(g->producer);
     free(g->is_output);
     free(g->nodes);
+    sy__graph_update_free(g);
     free(g);
 }
 
@@ -472,6 +460,7 @@ sy_status sy_graph_freeze(sy_graph *g)
     if (st != SY_OK)
         return st;
     sy__graph_hash_structure(g->nodes, g->n_nodes, g->n_tensors, g->is_output, g->sig);
+    g->layout = sy__graph_hash_layout(g);
     g->frozen = true;
     return SY_OK;
 }
@@ -481,6 +470,11 @@ void sy__graph_signature(const sy_graph *g, uint64_t out_sig[2])
     bool ok = g && g->frozen;
     out_sig[0] = ok ? g->sig[0] : 0;
     out_sig[1] = ok ? g->sig[1] : 0;
+}
+
+uint64_t sy__graph_layout(const sy_graph *g)
+{
+    return g && g->frozen ? g->layout : 0;
 }
 
 bool sy_graph_is_frozen(const sy_graph *g)

@@ -71,26 +71,54 @@ static uint64_t fbits(float f)
     return u;
 }
 
+/* The words of |p| (params of |op|) the digest hashes: those that can
+ * change what a device accepts.  Returns how many (0..2). */
+static uint32_t params_words(uint32_t op, const sy_op_params *p, uint64_t w[2])
+{
+    switch ((sy_op)op) {
+    case SY_OP_ROPE:
+        w[0] = (uint64_t)p->i[0] ^ (uint64_t)p->i[1] << 8 ^ fbits(p->f[0]) << 32;
+        w[1] = fbits(p->f[1]);
+        return 2;
+    case SY_OP_SOFTMAX:
+        w[0] = (uint64_t)p->i[0] ^ (uint64_t)p->i[2] << 8 ^ fbits(p->f[0]) << 32;
+        return 1;
+    case SY_OP_ATTENTION:
+        w[0] = (uint64_t)p->i[1] ^ fbits(p->f[0]) << 32;
+        return 1;
+    case SY_OP_COPY:
+        w[0] = (uint64_t)p->i[0];
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 static void sig_params(sig *s, const sy_node *n)
 {
-    const sy_op_params *p = &n->params;
-    switch ((sy_op)n->op) {
-    case SY_OP_ROPE:
-        sig_word(s, (uint64_t)p->i[0] ^ (uint64_t)p->i[1] << 8 ^ fbits(p->f[0]) << 32);
-        sig_word(s, fbits(p->f[1]));
-        break;
-    case SY_OP_SOFTMAX:
-        sig_word(s, (uint64_t)p->i[0] ^ (uint64_t)p->i[2] << 8 ^ fbits(p->f[0]) << 32);
-        break;
-    case SY_OP_ATTENTION:
-        sig_word(s, (uint64_t)p->i[1] ^ fbits(p->f[0]) << 32);
-        break;
-    case SY_OP_COPY:
-        sig_word(s, (uint64_t)p->i[0]);
-        break;
-    default:
-        break;
-    }
+    uint64_t w[2];
+    uint32_t k = params_words(n->op, &n->params, w);
+    for (uint32_t i = 0; i < k; i++)
+        sig_word(s, w[i]);
+}
+
+bool sy__graph_same_params(uint32_t op, const sy_op_params *a, const sy_op_params *b)
+{
+    uint64_t wa[2], wb[2];
+    uint32_t k = params_words(op, a, wa);
+    params_words(op, b, wb);
+    for (uint32_t i = 0; i < k; i++)
+        if (wa[i] != wb[i])
+            return false;
+    return true;
+}
+
+bool sy__graph_same_class(const int64_t a[SY_MAX_DIMS], const int64_t b[SY_MAX_DIMS])
+{
+    for (int d = 0; d < SY_MAX_DIMS; d++)
+        if (ceil_log2(a[d]) != ceil_log2(b[d]))
+            return false;
+    return true;
 }
 
 /* One tensor's dtype, role, view root and shape class. */
@@ -141,4 +169,27 @@ void sy__graph_hash_structure(sy_node *const *nodes, uint32_t n_nodes, uint32_t 
     out_sig[0] = sig_mix(sig_mix(s.lane[0], s.lane[1]), s.lane[2] ^ s.lane[3]);
     out_sig[1] =
         sig_mix(sig_mix(s.lane[3], s.lane[2]) + 0x510e527fade682d1ull, s.lane[1] ^ s.lane[0]);
+}
+
+static inline uint64_t layout_mix(uint64_t h, uint64_t v)
+{
+    return (h ^ v) * 0x100000001b3ull;
+}
+
+uint64_t sy__graph_hash_layout(const sy_graph *g)
+{
+    uint64_t h = layout_mix(layout_mix(0xcbf29ce484222325ull, g->n_tensors), g->n_nodes);
+    for (uint32_t i = 0; i < g->n_tensors; i++) {
+        const sy_tensor *t = g->tensors[i];
+        h = layout_mix(h, t->view_src ? 0 : sy_tensor_nbytes(t));
+        h = layout_mix(h, t->view_src ? t->view_src->id : UINT32_MAX);
+        h = layout_mix(h, g->is_output[i]);
+    }
+    for (uint32_t i = 0; i < g->n_nodes; i++) {
+        const sy_node *n = g->nodes[i];
+        h = layout_mix(h, n->output->id);
+        for (uint32_t j = 0; j < n->n_inputs; j++)
+            h = layout_mix(h, n->inputs[j]->id);
+    }
+    return h;
 }

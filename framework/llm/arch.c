@@ -120,6 +120,21 @@ static sy_tensor *reshape(builder *b, const char *what, sy_tensor *x, int64_t a,
     return op(b, SY_OP_RESHAPE, what, x, NULL, NULL, &p);
 }
 
+void sy__model_step_params(const sy_model *m, const sy_step_desc *s, uint32_t il,
+                           sy_op_params *out_kv_write, sy_op_params *out_attention)
+{
+    const sy_hparams *hp = &m->hp;
+    /* Row r of a session's cache holds position pos0 + r: writes and masks
+     * count rows, RoPE the true positions (kv_cache.h). */
+    int64_t first_row = s->n_past, window = sy__layer_is_local(hp, il) ? hp->sliding_window : 0;
+    if (s->kv_layers) {
+        first_row = (int64_t)s->n_past - s->kv_layers[il].pos0;
+        window = s->kv_layers[il].window;
+    }
+    *out_kv_write = (sy_op_params){.i = {first_row}};
+    *out_attention = (sy_op_params){.i = {first_row, window}, .f = {hp->attn_scale}};
+}
+
 static sy_tensor *attention_block(builder *b, uint32_t il, sy_tensor *h, sy_tensor *pos,
                                   sy_tensor *kc, sy_tensor *vc)
 {
@@ -128,13 +143,8 @@ static sy_tensor *attention_block(builder *b, uint32_t il, sy_tensor *h, sy_tens
     const sy_step_desc *s = b->step;
     int64_t D = hp->head_dim, T = s->n_tokens;
     bool local = sy__layer_is_local(hp, il);
-    /* Row r of a session's cache holds position pos0 + r: writes and masks
-     * count rows, RoPE the true positions (kv_cache.h). */
-    int64_t first_row = s->n_past, window = local ? hp->sliding_window : 0;
-    if (s->kv_layers) {
-        first_row = (int64_t)s->n_past - s->kv_layers[il].pos0;
-        window = s->kv_layers[il].window;
-    }
+    sy_op_params at, ap;
+    sy__model_step_params(b->m, s, il, &at, &ap);
 
     sy_tensor *q = matmul(b, "attn_q", w->wq, h, w->bq);
     sy_tensor *k = matmul(b, "attn_k", w->wk, h, w->bk);
@@ -152,10 +162,8 @@ static sy_tensor *attention_block(builder *b, uint32_t il, sy_tensor *h, sy_tens
     };
     q = op(b, SY_OP_ROPE, "attn_q.rope", q, pos, NULL, &rope);
     k = op(b, SY_OP_ROPE, "attn_k.rope", k, pos, NULL, &rope);
-    sy_op_params at = {.i = {first_row}};
     k = op(b, SY_OP_KV_WRITE, "cache_k.write", kc, k, NULL, &at);
     v = op(b, SY_OP_KV_WRITE, "cache_v.write", vc, v, NULL, &at);
-    sy_op_params ap = {.i = {first_row, window}, .f = {hp->attn_scale}};
     sy_tensor *a = op(b, SY_OP_ATTENTION, "attn", q, k, v, &ap);
     a = reshape(b, "attn.flat", a, D * hp->n_head, T, 1);
     a = matmul(b, "attn_output", w->wo, a, NULL);

@@ -84,4 +84,10 @@ typedef struct sy_step_desc {
 sy_status sy__model_build_graph(const sy_model *m, const sy_step_desc *step, sy_graph **out_graph,
                                 char *err, size_t err_size);
 
+/* Fills the params of layer |il|'s KV writes and attention for |step|:
+ * the only params of a step's graph that depend on its position (a
+ * session updates a kept decode graph with them, session_graph.c). */
+void sy__model_step_params(const sy_model *m, const sy_step_desc *step, uint32_t il,
+                           sy_op_params *out_kv_write, sy_op_params *out_attention);
+
 #endif

@@ -21,6 +21,7 @@
 #include "model_internal.h"
 #include "runtime_internal.h"
 #include "sampler.h"
+#include "session_graph.h"
 #include "session_memory.h"
 #include "session_replan.h"
 #include "session_timing.h"
@@ -42,6 +43,7 @@ struct sy_session {
     sy_executor *exec;  /* runs every step: arenas and weights kept between steps */
     sy_memory_plan memory; /* predicted before anything was allocated (after --fit) */
     sy__timing timing;     /* per-node totals, with time_nodes */
+    sy__step_graphs graphs; /* step graphs kept between steps (session_graph.h) */
     char err[1024];
 };
 
@@ -86,6 +88,7 @@ void sy_session_destroy(sy_session *s)
 {
     if (!s)
         return;
+    sy__step_graphs_deinit(&s->graphs);
     sy_executor_destroy(s->exec);
     sy__kv_cache_deinit(&s->kv);
     free(s->hist);
@@ -324,15 +327,28 @@ static sy_status eval_chunk(sy_session *s, const int32_t *tokens, uint32_t n, bo
         .logits = all_logits ? out_logits : s->logits,
         .kv_type = s->kv.type, .n_ctx = s->n_ctx, .kv_layers = s->kv.layers,
     };
-    sy_graph *g = NULL;
-    st = sy__model_build_graph(s->m, &step, &g, s->err, sizeof s->err);
+    sy__step_graph *e = NULL;
+    st = sy__step_graph_get(&s->graphs, s->m, &step, &e, s->err, sizeof s->err);
     if (st != SY_OK)
         return st;
-    st = sy__replan_run_step(&s->replan, s->m->rt, s->planner, s->exec, &s->plan_opts, g,
-                             s->n_past, s->err, sizeof s->err);
-    if (st == SY_OK && s->timing.on && sy__timing_add(&s->timing, g, s->exec) != SY_OK)
+    /* The plan the kept graph ran last time serves while its digest (shape
+     * class) is the same and no failure re-planned since. */
+    uint64_t sig[2];
+    sy__graph_signature(e->g, sig);
+    if (e->plan && (e->plan_failures != s->replan.n || sig[0] != e->plan_sig[0] ||
+                    sig[1] != e->plan_sig[1])) {
+        sy_plan_release(e->plan);
+        e->plan = NULL;
+    }
+    st = sy__replan_run_step(&s->replan, s->m->rt, s->planner, s->exec, &s->plan_opts, e->g,
+                             s->n_past, &e->plan, s->err, sizeof s->err);
+    e->plan_failures = s->replan.n;
+    e->plan_sig[0] = sig[0];
+    e->plan_sig[1] = sig[1];
+    if (st == SY_OK && s->timing.on && sy__timing_add(&s->timing, e->g, s->exec) != SY_OK)
         sy_runtime_log(s->m->rt, SY_LOG_WARN, "session: out of memory totalling node times");
-    sy_graph_destroy(g);
+    if (st != SY_OK)
+        sy__step_graph_drop(e);
     if (st == SY_OK) {
         if (s->hist)
             memmove(s->hist + s->n_past, s->tokens, n * sizeof *s->hist);

@@ -83,20 +83,30 @@ static sy_status replan_exclude(sy__replan *rp, sy_runtime *rt, sy_planner *pl, 
 
 sy_status sy__replan_run_step(sy__replan *rp, sy_runtime *rt, sy_planner *pl, sy_executor *x,
                               const sy_plan_options *opts, sy_graph *g, uint32_t position,
-                              char *err, size_t err_size)
+                              sy_plan **inout_plan, char *err, size_t err_size)
 {
+    sy_plan *plan = inout_plan ? *inout_plan : NULL;
+    if (inout_plan)
+        *inout_plan = NULL;
     for (uint32_t attempt = 0;; attempt++) {
-        sy_plan *plan = NULL;
-        sy_status st = sy_planner_plan(pl, g, opts, &plan);
+        sy_status st = SY_OK;
+        if (!plan)
+            st = sy_planner_plan(pl, g, opts, &plan);
         if (st != SY_OK) {
             snprintf(err, err_size, "planning step at position %u: %s", position,
                      sy_planner_last_error(pl));
             return st;
         }
         st = x ? sy_executor_run(x, g, plan) : sy_runtime_execute_plan(rt, g, plan);
-        sy_plan_release(plan);
-        if (st == SY_OK)
+        if (st == SY_OK) {
+            if (inout_plan)
+                *inout_plan = plan;
+            else
+                sy_plan_release(plan);
             return SY_OK;
+        }
+        sy_plan_release(plan);
+        plan = NULL;
         sy_device_failure f;
         if (attempt == SY__MAX_REPLANS_PER_STEP ||
             sy_runtime_query_device_failure(rt, &f) != SY_OK) {

@@ -36,10 +36,14 @@ typedef struct sy__replan {
  * the failure, marks the pair unsupported in |pl| (the node by name; its
  * op once the op failed there before; the device for every node when no
  * node was to blame) and plans and runs the step again.  |position| names
- * the step in messages.  Errors are written to |err|. */
+ * the step in messages.  Errors are written to |err|.
+ * |inout_plan| (optional): a plan of |pl| for |g| made since the last
+ * failure recorded in |rp| (the caller checks both), run without asking
+ * the planner; on return it holds a reference to the plan the step ran
+ * with, or NULL.  The caller owns that reference. */
 sy_status sy__replan_run_step(sy__replan *rp, sy_runtime *rt, sy_planner *pl, sy_executor *x,
                               const sy_plan_options *opts, sy_graph *g, uint32_t position,
-                              char *err, size_t err_size);
+                              sy_plan **inout_plan, char *err, size_t err_size);
 
 void sy__replan_deinit(sy__replan *rp);
 

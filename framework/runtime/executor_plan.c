@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "executor_internal.h"
+#include "graph_internal.h"
 
 void *sy__xp_host_ptr(const sy__device *dev, void *buffer)
 {
@@ -85,36 +86,12 @@ void sy__xp_moved(sy_executor *x, uint32_t di, uint64_t size)
 
 /* -------------------------------------------------------------- layouts */
 
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    return (h ^ v) * 0x100000001b3ull;
-}
-
-/* What an arena layout depends on besides the plan: the graph's wiring
- * and sizes (a plan serves every graph of its shape class). */
-static uint64_t graph_sig(const sy_graph *g)
-{
-    uint32_t nt = sy_graph_tensor_count(g), nn = sy_graph_node_count(g);
-    uint64_t h = mix(mix(0xcbf29ce484222325ull, nt), nn);
-    for (uint32_t i = 0; i < nt; i++) {
-        const sy_tensor *t = sy_graph_tensor(g, i);
-        h = mix(h, sy_tensor_nbytes(t));
-        h = mix(h, t->view_src ? t->view_src->id : SY__NONE);
-        h = mix(h, sy_graph_is_output(g, t));
-    }
-    for (uint32_t i = 0; i < nn; i++) {
-        const sy_node *n = sy_graph_node(g, i);
-        h = mix(h, n->output->id);
-        for (uint32_t j = 0; j < n->n_inputs; j++)
-            h = mix(h, n->inputs[j]->id);
-    }
-    return h;
-}
-
 static sy_status xp_layout_get(xp_run *r)
 {
     sy_executor *x = r->x;
-    uint64_t sig = graph_sig(r->g);
+    /* The layout depends on the plan and the sizes of the roots, which
+     * the graph digested once at freeze (views' extents are not in it). */
+    uint64_t sig = sy__graph_layout(r->g);
     xp_layout *slot = &x->layouts[0];
     for (uint32_t k = 0; k < XP_LAYOUTS; k++) {
         xp_layout *l = &x->layouts[k];
@@ -173,6 +150,48 @@ static sy_status xp_arena(xp_run *r, uint32_t d, uint64_t need)
 /* ---------------------------------------------------------------- a run */
 
 /* Checks the plan against the graph before anything is allocated. */
+/* Node |i| is the op the plan says and its device accepts it. */
+static sy_status xp_check_node(xp_run *r, uint32_t i)
+{
+    const sy_node *n = sy_graph_node(r->g, i);
+    const sy__plan_node *pn = &r->plan->nodes[i];
+    if (n->op != pn->op) {
+        sy__runtime_set_error(r->rt, "execute_plan: node %u is '%s' (%s), the plan has %s", i,
+                              n->name, sy_op_name((sy_op)n->op), sy_op_name((sy_op)pn->op));
+        return SY_E_INVALID_ARG;
+    }
+    sy_support why;
+    /* A cached plan may come from another graph of the same class. */
+    if (!sy__device_supports(r->dev[pn->dev], n, &why)) {
+        sy__runtime_set_error(r->rt, "device '%s' cannot run node '%s' (%s): %s: %s",
+                              r->dev[pn->dev]->desc.name, n->name, sy_op_name((sy_op)n->op),
+                              sy__support_reason_name(why.reason), why.text);
+        sy__runtime_note_failure(r->rt, r->plan->dev_index[pn->dev], n, SY_E_UNSUPPORTED);
+        return SY_E_UNSUPPORTED;
+    }
+    return SY_OK;
+}
+
+static sy_status xp_check_tensor(xp_run *r, const sy_tensor *t)
+{
+    if (t->view_src && t->view_src->view_src) {
+        sy__runtime_set_error(r->rt,
+                              "tensor '%s' is a view of '%s', which is itself a view; "
+                              "view_src must be the root storage tensor",
+                              t->name, t->view_src->name);
+        return SY_E_GRAPH;
+    }
+    if (sy_graph_is_output(r->g, t) && sy_graph_host_data(r->g, t) &&
+        !sy_tensor_is_contiguous(t)) {
+        sy__runtime_set_error(r->rt,
+                              "output '%s' is not contiguous; only contiguous outputs are "
+                              "copied to host data (add a copy node)",
+                              t->name);
+        return SY_E_UNSUPPORTED;
+    }
+    return SY_OK;
+}
+
 static sy_status xp_check(xp_run *r)
 {
     const sy_plan *plan = r->plan;
@@ -196,43 +215,31 @@ static sy_status xp_check(xp_run *r)
         r->dev[d] = &r->rt->devices[plan->dev_index[d]];
         r->ds[d] = &r->x->dev[plan->dev_index[d]];
     }
-    for (uint32_t i = 0; i < plan->n_nodes; i++) {
-        const sy_node *n = sy_graph_node(r->g, i);
-        const sy__plan_node *pn = &plan->nodes[i];
-        if (n->op != pn->op) {
-            sy__runtime_set_error(r->rt, "execute_plan: node %u is '%s' (%s), the plan has %s", i,
-                                  n->name, sy_op_name((sy_op)n->op), sy_op_name((sy_op)pn->op));
-            return SY_E_INVALID_ARG;
+    /* The checks depend on the graph, the plan and the runtime's devices:
+     * a graph run again with the same plan (a session's kept decode graph)
+     * needs only the nodes its updates touched checked again.  A plan made
+     * without the cache has no key to tell it from another at its address. */
+    uint64_t memo[4] = {(uint64_t)(uintptr_t)plan, (uint64_t)(uintptr_t)r->rt, plan->key[0],
+                        plan->key[1]};
+    bool keyed = plan->key[0] || plan->key[1];
+    const uint32_t *dirty;
+    uint32_t n_dirty;
+    sy_status st = SY_OK;
+    if (keyed && sy__graph_memo_holds(r->g, memo, &dirty, &n_dirty)) {
+        for (uint32_t k = 0; st == SY_OK && k < n_dirty; k++) {
+            st = xp_check_node(r, dirty[k]);
+            if (st == SY_OK)
+                st = xp_check_tensor(r, sy_graph_node(r->g, dirty[k])->output);
         }
-        sy_support why;
-        /* A cached plan may come from another graph of the same class. */
-        if (!sy__device_supports(r->dev[pn->dev], n, &why)) {
-            sy__runtime_set_error(r->rt, "device '%s' cannot run node '%s' (%s): %s: %s",
-                                  r->dev[pn->dev]->desc.name, n->name, sy_op_name((sy_op)n->op),
-                                  sy__support_reason_name(why.reason), why.text);
-            sy__runtime_note_failure(r->rt, plan->dev_index[pn->dev], n, SY_E_UNSUPPORTED);
-            return SY_E_UNSUPPORTED;
-        }
+    } else {
+        for (uint32_t i = 0; st == SY_OK && i < plan->n_nodes; i++)
+            st = xp_check_node(r, i);
+        for (uint32_t i = 0; st == SY_OK && i < r->n_tensors; i++)
+            st = xp_check_tensor(r, sy_graph_tensor(r->g, i));
     }
-    for (uint32_t i = 0; i < r->n_tensors; i++) {
-        const sy_tensor *t = sy_graph_tensor(r->g, i);
-        if (t->view_src && t->view_src->view_src) {
-            sy__runtime_set_error(r->rt,
-                                  "tensor '%s' is a view of '%s', which is itself a view; "
-                                  "view_src must be the root storage tensor",
-                                  t->name, t->view_src->name);
-            return SY_E_GRAPH;
-        }
-        if (sy_graph_is_output(r->g, t) && sy_graph_host_data(r->g, t) &&
-            !sy_tensor_is_contiguous(t)) {
-            sy__runtime_set_error(r->rt,
-                                  "output '%s' is not contiguous; only contiguous outputs are "
-                                  "copied to host data (add a copy node)",
-                                  t->name);
-            return SY_E_UNSUPPORTED;
-        }
-    }
-    return SY_OK;
+    if (st == SY_OK && keyed)
+        sy__graph_memo_set(r->g, memo);
+    return st;
 }
 
 /* Gives root |t| a buffer of its own on slot |d| for this run. */

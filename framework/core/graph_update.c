@@ -1,0 +1,215 @@
+/* Parameter updates of a frozen graph (graph_internal.h).
+ *
+ * A session's decode step differs from the one before only in where the
+ * KV write lands (its parameters, and the extent of the cache prefix it
+ * exposes, a view).  Updating those in place keeps the graph, its order,
+ * its digests and whatever was cached under them, where building a new
+ * graph every token cost about 3% of SmolLM2's decode step (building,
+ * shape inference, freezing, hashing, and the allocations and names of
+ * ~1000 tensors; bench/overhead.sh). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph_internal.h"
+
+static sy_status update_fail(sy_graph *g, sy_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static sy_status update_fail(sy_graph *g, sy_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->err, sizeof g->err, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+void sy__graph_update_free(sy_graph *g)
+{
+    free(g->changed);
+    free(g->undo);
+    free(g->node_dirty);
+    free(g->dirty);
+    g->changed = NULL;
+    g->undo = NULL;
+    g->node_dirty = NULL;
+    g->dirty = NULL;
+    g->n_dirty = 0;
+    g->n_undo = g->cap_undo = 0;
+}
+
+static sy__graph_undo *undo_push(sy_graph *g)
+{
+    if (g->n_undo == g->cap_undo) {
+        uint32_t cap = g->cap_undo ? g->cap_undo * 2 : 64;
+        sy__graph_undo *grown = realloc(g->undo, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        g->undo = grown;
+        g->cap_undo = cap;
+    }
+    sy__graph_undo *u = &g->undo[g->n_undo++];
+    memset(u, 0, sizeof *u);
+    return u;
+}
+
+/* Re-infers node |n| from its (possibly new) params and inputs and applies
+ * a changed extent to its output when that output is a view.  Sets
+ * *out_changed when the output's shape changed. */
+static sy_status reinfer(sy_graph *g, sy_node *n, bool *out_changed)
+{
+    *out_changed = false;
+    if (!g->node_dirty[n->id]) {
+        g->node_dirty[n->id] = true;
+        g->dirty[g->n_dirty++] = n->id;
+    }
+    sy_tensor want;
+    memset(&want, 0, sizeof want);
+    char why[384] = "";
+    sy_status st = sy_op_infer(n->op, n->inputs, n->n_inputs, &n->params, &want, why, sizeof why);
+    if (st != SY_OK)
+        return update_fail(g, st, "node '%s': %s", n->name, why);
+    sy_tensor *o = n->output;
+    if (want.dtype != o->dtype)
+        return update_fail(g, SY_E_DTYPE, "node '%s' (%s): the update would change its output "
+                           "from %s to %s", n->name, sy_op_name(n->op), sy_dtype_name(o->dtype),
+                           sy_dtype_name(want.dtype));
+    bool same = memcmp(want.ne, o->ne, sizeof o->ne) == 0 &&
+                memcmp(want.nb, o->nb, sizeof o->nb) == 0 && want.view_src == o->view_src &&
+                want.view_offset == o->view_offset;
+    if (same)
+        return SY_OK;
+    if (!o->view_src || want.view_src != o->view_src)
+        return update_fail(g, SY_E_SHAPE, "node '%s' (%s): the update would change the shape "
+                           "of '%s', which owns storage; build the graph again",
+                           n->name, sy_op_name(n->op), o->name);
+    sy__graph_undo *u = undo_push(g);
+    if (!u)
+        return update_fail(g, SY_E_NO_MEMORY, "out of memory updating node '%s'", n->name);
+    u->t = o;
+    memcpy(u->ne, o->ne, sizeof u->ne);
+    memcpy(u->nb, o->nb, sizeof u->nb);
+    u->view_offset = o->view_offset;
+    memcpy(o->ne, want.ne, sizeof o->ne);
+    memcpy(o->nb, want.nb, sizeof o->nb);
+    o->view_offset = want.view_offset;
+    g->changed[o->id] = true;
+    *out_changed = true;
+    return SY_OK;
+}
+
+/* Puts back everything the failed update changed, newest first. */
+static void undo_all(sy_graph *g)
+{
+    for (uint32_t k = g->n_undo; k-- > 0;) {
+        sy__graph_undo *u = &g->undo[k];
+        if (u->t) {
+            memcpy(u->t->ne, u->ne, sizeof u->ne);
+            memcpy(u->t->nb, u->nb, sizeof u->nb);
+            u->t->view_offset = u->view_offset;
+        }
+        if (u->n)
+            u->n->params = u->params;
+    }
+}
+
+/* Applies the updates and re-infers the nodes downstream of a changed
+ * shape; *out_rehash is set when the structural digest must be redone. */
+static sy_status apply(sy_graph *g, const sy__node_update *ups, uint32_t n, bool *out_rehash)
+{
+    uint32_t first = UINT32_MAX;
+    for (uint32_t k = 0; k < n; k++) {
+        if (ups[k].node >= g->n_nodes)
+            return update_fail(g, SY_E_INVALID_ARG, "update %u names node %u, the graph has %u",
+                               k, ups[k].node, g->n_nodes);
+        sy_node *nd = g->nodes[ups[k].node];
+        if (memcmp(&nd->params, &ups[k].params, sizeof nd->params) == 0)
+            continue;
+        sy__graph_undo *u = undo_push(g);
+        if (!u)
+            return update_fail(g, SY_E_NO_MEMORY, "out of memory updating node '%s'", nd->name);
+        u->n = nd;
+        u->params = nd->params;
+        if (!sy__graph_same_params(nd->op, &nd->params, &ups[k].params))
+            *out_rehash = true;
+        nd->params = ups[k].params;
+        bool changed;
+        sy_status st = reinfer(g, nd, &changed);
+        if (st != SY_OK)
+            return st;
+        if (changed && nd->id < first)
+            first = nd->id;
+    }
+    /* Nodes are in topological order: one pass reaches every consumer. */
+    for (uint32_t i = first == UINT32_MAX ? g->n_nodes : first + 1; i < g->n_nodes; i++) {
+        sy_node *nd = g->nodes[i];
+        bool reads_changed = false;
+        for (uint32_t k = 0; k < nd->n_inputs; k++)
+            reads_changed |= g->changed[nd->inputs[k]->id];
+        if (!reads_changed)
+            continue;
+        bool changed;
+        sy_status st = reinfer(g, nd, &changed);
+        if (st != SY_OK)
+            return st;
+    }
+    for (uint32_t k = 0; k < g->n_undo; k++) {
+        const sy__graph_undo *u = &g->undo[k];
+        if (u->t && !sy__graph_same_class(u->ne, u->t->ne))
+            *out_rehash = true;
+    }
+    return SY_OK;
+}
+
+sy_status sy__graph_update_params(sy_graph *g, const sy__node_update *ups, uint32_t n)
+{
+    if (!g || (!ups && n))
+        return SY_E_INVALID_ARG;
+    if (!g->frozen)
+        return update_fail(g, SY_E_STATE, "update: the graph is not frozen");
+    if (!g->changed) {
+        g->changed = calloc((size_t)g->n_tensors + 1, sizeof *g->changed);
+        g->node_dirty = calloc((size_t)g->n_nodes + 1, sizeof *g->node_dirty);
+        g->dirty = malloc(((size_t)g->n_nodes + 1) * sizeof *g->dirty);
+        if (!g->changed || !g->node_dirty || !g->dirty) {
+            sy__graph_update_free(g);
+            return update_fail(g, SY_E_NO_MEMORY, "out of memory preparing a graph update");
+        }
+    }
+    g->n_undo = 0;
+    uint32_t n_dirty = g->n_dirty;
+    bool rehash = false;
+    sy_status st = apply(g, ups, n, &rehash);
+    if (st != SY_OK) {
+        undo_all(g);
+        /* Nothing changed after all: what this update marked is clean. */
+        while (g->n_dirty > n_dirty)
+            g->node_dirty[g->dirty[--g->n_dirty]] = false;
+    }
+    for (uint32_t k = 0; k < g->n_undo; k++)
+        if (g->undo[k].t)
+            g->changed[g->undo[k].t->id] = false;
+    g->n_undo = 0;
+    if (st == SY_OK && rehash)
+        sy__graph_hash_structure(g->nodes, g->n_nodes, g->n_tensors, g->is_output, g->sig);
+    return st;
+}
+
+bool sy__graph_memo_holds(const sy_graph *g, const uint64_t key[4], const uint32_t **out_dirty,
+                          uint32_t *out_n)
+{
+    *out_dirty = g->dirty;
+    *out_n = g->n_dirty;
+    return g->frozen && g->has_memo && memcmp(g->memo, key, sizeof g->memo) == 0;
+}
+
+void sy__graph_memo_set(sy_graph *g, const uint64_t key[4])
+{
+    memcpy(g->memo, key, sizeof g->memo);
+    g->has_memo = g->frozen;
+    for (uint32_t k = 0; k < g->n_dirty; k++)
+        g->node_dirty[g->dirty[k]] = false;
+    g->n_dirty = 0;
+}
