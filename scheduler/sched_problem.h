@@ -12,7 +12,11 @@
  *
  * A value moves to a device once however many nodes read it there, and
  * every move includes the synchronisation of a device switch, so the sum
- * does not depend on the order the nodes run in. */
+ * does not depend on the order the nodes run in.
+ *
+ * With devices that have events the executor overlaps independent work,
+ * and the step time is the makespan of sy__makespan_eval(); HEFT
+ * (sy__sched_heft) and its oracle minimise that. */
 #ifndef SY_SCHEDULER_SCHED_PROBLEM_H
 #define SY_SCHEDULER_SCHED_PROBLEM_H
 
@@ -113,5 +117,51 @@ sy_status sy__sched_exhaustive(const sy__sched_problem *pb, uint8_t *out_assign)
 /* Improves |assign| in place by single-node and producer-consumer pair
  * moves until none helps; returns the new objective. */
 double sy__sched_local_search(const sy__sched_problem *pb, uint8_t *assign);
+
+/* ------------------------------------------------ overlapped makespan */
+
+/* Arrays sy__makespan_eval() reuses from call to call. */
+typedef struct sy__makespan_ws {
+    const sy__sched_problem *pb;
+    uint32_t async;                 /* bit d: device d has events */
+    uint32_t *out_start, *out_list; /* consumers of each node */
+    uint32_t *npred, *heap, *order, *stamp;
+    double *done;
+    uint8_t *sent;
+} sy__makespan_ws;
+
+/* Prepares a workspace for |pb| (borrowed: must outlive it) with the
+ * devices in |async_mask| running asynchronously (they have events).
+ * Ownership: free with sy__makespan_ws_deinit(). */
+sy_status sy__makespan_ws_init(sy__makespan_ws *ws, const sy__sched_problem *pb,
+                               uint32_t async_mask);
+void sy__makespan_ws_deinit(sy__makespan_ws *ws);
+
+/* Returns the step time of |assign| as plan_order.c predicts it for a
+ * built plan: issued in its order, in segments with their transfers,
+ * work on devices with events overlapping what the host issues next.
+ * With no device with events it equals sy__sched_evaluate().  INFINITY
+ * when a node sits where it may not run. */
+double sy__makespan_eval(sy__makespan_ws *ws, const uint8_t *assign);
+/* sy__makespan_eval() with a workspace for this call only. */
+double sy__sched_makespan(const sy__sched_problem *pb, uint32_t async_mask, const uint8_t *assign);
+
+/* True when two nodes of |pb| are unordered (the graph has independent
+ * branches that could overlap). */
+bool sy__sched_has_branches(const sy__sched_problem *pb);
+
+/* HEFT with insertion for the overlapped step time (placement_heft.c),
+ * then the best of its plan, |hint| (n devices, may be NULL: the DP's
+ * plan) and the single-device plans by sy__makespan_eval(), improved by
+ * single-node moves on small problems.  Never worse than any of them.
+ * |out_makespan| (may be NULL) receives its makespan. */
+sy_status sy__sched_heft(const sy__sched_problem *pb, uint32_t async_mask, const uint8_t *hint,
+                         uint8_t *out_assign, double *out_makespan);
+
+/* Branch and bound over every placement for the least
+ * sy__makespan_eval(): the optimum, for tests.  SY_E_LIMIT past
+ * SY__SCHED_EXHAUSTIVE_MAX nodes. */
+sy_status sy__sched_exhaustive_makespan(const sy__sched_problem *pb, uint32_t async_mask,
+                                        uint8_t *out_assign);
 
 #endif

@@ -60,9 +60,44 @@ static void fill_costs(sy__sched_problem *pb, uint32_t i, double hole_rate, uint
                 s == d ? 0.0 : 30.0 * st_uniform(rng) + size * (0.5 + st_uniform(rng));
 }
 
+/* Adds a series-parallel piece of |k| nodes reading |entry| (UINT32_MAX:
+ * none) to |pb| from node *next on; returns its exit node. */
+static uint32_t sp_piece(sy__sched_problem *pb, uint32_t k, uint32_t entry, uint32_t *next,
+                         uint32_t *e, uint64_t *rng)
+{
+    if (k >= 4 && st_uniform(rng) < 0.5) { /* two branches from entry, joined */
+        uint32_t a = st_range(rng, 1, k - 2);
+        uint32_t x = sp_piece(pb, a, entry, next, e, rng);
+        uint32_t y = sp_piece(pb, k - 1 - a, entry, next, e, rng);
+        uint32_t j = (*next)++;
+        pb->in_start[j] = *e;
+        pb->in_list[(*e)++] = x;
+        pb->in_list[(*e)++] = y;
+        return j;
+    }
+    if (k >= 2) { /* in series */
+        uint32_t a = st_range(rng, 1, k - 1);
+        return sp_piece(pb, k - a, sp_piece(pb, a, entry, next, e, rng), next, e, rng);
+    }
+    uint32_t v = (*next)++;
+    pb->in_start[v] = *e;
+    if (entry != UINT32_MAX)
+        pb->in_list[(*e)++] = entry;
+    return v;
+}
+
 void st_random_problem(sy__sched_problem *pb, uint32_t n, uint32_t n_dev, st_shape shape,
                        double hole_rate, uint64_t *rng)
 {
+    if (shape == ST_SERIES_PARALLEL) {
+        cr_assert_eq(sy__sched_problem_init(pb, n, n_dev, n * 3 + 1), SY_OK);
+        for (uint32_t i = 0; i < n; i++)
+            fill_costs(pb, i, hole_rate, rng);
+        uint32_t next = 0, e = 0;
+        sp_piece(pb, n, UINT32_MAX, &next, &e, rng);
+        pb->in_start[n] = e;
+        return;
+    }
     cr_assert_eq(sy__sched_problem_init(pb, n, n_dev, n * 3 + 1), SY_OK);
     uint32_t e = 0;
     for (uint32_t i = 0; i < n; i++) {

@@ -28,7 +28,8 @@ uint32_t st_range(uint64_t *state, uint32_t lo, uint32_t hi);
 typedef enum st_shape {
     ST_CHAIN,      /* node i reads node i-1 */
     ST_CHAIN_SKIP, /* and now and then a node up to four back (residuals) */
-    ST_DAG         /* one to three random earlier producers */
+    ST_DAG,        /* one to three random earlier producers */
+    ST_SERIES_PARALLEL /* nested series and parallel compositions (forks joined) */
 } st_shape;
 
 /* Fills |pb| with |n| nodes on |n_dev| devices: costs in [1, 100] with

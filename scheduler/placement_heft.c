@@ -1,0 +1,546 @@
+/* HEFT with insertion (Topcuoglu, Hariri and Wu's list scheduler) for the
+ * overlapped step time: nodes by decreasing upward rank over mean node
+ * and transfer costs, each put on the device where it finishes earliest,
+ * allowed to start in an idle gap of that device's timeline.
+ *
+ * Resources follow the executor (plan_order.c): every device has a
+ * timeline, and so has the host; a transfer holds the host (it is issued
+ * and waited for by the issuing thread), and so does a node on a device
+ * without events, which runs on the issuing thread.  Only nodes on
+ * devices with events run beside the host.  A value moves to a device
+ * once, and the move carries the per-switch synchronisation cost that the
+ * problem's transfer costs include.
+ *
+ * HEFT's own schedule is a guess at the executor's: the executor issues
+ * in plan_order's order, not HEFT's.  So the result is judged by
+ * sy__makespan_eval() (the executor's order and timing), against the
+ * single-device plans and the caller's hint (the DP's plan), and the best
+ * is improved by moving single nodes while the makespan drops. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched_problem.h"
+
+/* Local search runs when the problem is at most this many nodes: each
+ * move is judged by a full simulation. */
+#define HEFT_SEARCH_MAX_NODES 96u
+#define HEFT_SEARCH_ROUNDS 8u
+/* Swaps of two runs (n^2 simulations a round) up to this many nodes. */
+#define HEFT_SWAP_MAX_NODES 32u
+/* Kicks of the iterated local search (small problems only): the moves
+ * above end in local minima that two branches trading devices with a
+ * third node moving as well escape only together. */
+#define HEFT_KICKS 96u
+#define HEFT_KICKS_STALE 40u
+/* Transfers one node may need on one device (its distinct producers). */
+#define HEFT_MAX_XFERS 64u
+
+typedef struct tl {
+    double *s, *e; /* busy intervals, sorted, disjoint */
+    uint32_t n, cap;
+} tl;
+
+typedef struct span {
+    double s, e;
+} span;
+
+typedef struct heft {
+    const sy__sched_problem *pb;
+    uint32_t async;
+    uint32_t *out_start, *out_list;
+    double *rank, *finish, *arrive; /* arrive: n * n_dev, when a value reached a device */
+    uint8_t *moved;                 /* devices each value was moved to */
+    uint32_t *heap, heap_n;
+    tl dev[SY__SCHED_MAX_DEVICES], host;
+} heft;
+
+/* End of the first busy interval of |a| that overlaps [t, t + len), or
+ * -1 when none does. */
+static double tl_conflict(const tl *a, double t, double len)
+{
+    uint32_t lo = 0, hi = a->n;
+    while (lo < hi) { /* first interval ending after t */
+        uint32_t mid = (lo + hi) / 2;
+        if (a->e[mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < a->n && a->s[lo] < t + len && len > 0)
+        return a->e[lo];
+    return -1;
+}
+
+/* Earliest start at or after |ready| of |len| seconds free on |a|, on |b|
+ * (may be NULL) and clear of the |nx| tentative spans |x|. */
+static double tl_fit(const tl *a, const tl *b, const span *x, uint32_t nx, double ready, double len)
+{
+    double t = ready;
+    for (bool moved = true; moved;) {
+        moved = false;
+        double c = tl_conflict(a, t, len);
+        if (c >= 0) {
+            t = c;
+            moved = true;
+        }
+        if (b && (c = tl_conflict(b, t, len)) >= 0) {
+            t = c;
+            moved = true;
+        }
+        for (uint32_t k = 0; k < nx && len > 0; k++)
+            if (x[k].s < t + len && x[k].e > t) {
+                t = x[k].e;
+                moved = true;
+            }
+    }
+    return t;
+}
+
+static sy_status tl_insert(tl *a, double s, double e)
+{
+    if (!(e > s))
+        return SY_OK;
+    if (a->n == a->cap) {
+        uint32_t cap = a->cap ? a->cap * 2 : 64;
+        double *ns = realloc(a->s, cap * sizeof *ns);
+        if (!ns)
+            return SY_E_NO_MEMORY;
+        a->s = ns;
+        double *ne = realloc(a->e, cap * sizeof *ne);
+        if (!ne)
+            return SY_E_NO_MEMORY;
+        a->e = ne;
+        a->cap = cap;
+    }
+    uint32_t at = a->n;
+    while (at > 0 && a->s[at - 1] > s)
+        at--;
+    memmove(&a->s[at + 1], &a->s[at], (a->n - at) * sizeof *a->s);
+    memmove(&a->e[at + 1], &a->e[at], (a->n - at) * sizeof *a->e);
+    a->s[at] = s;
+    a->e[at] = e;
+    a->n++;
+    return SY_OK;
+}
+
+static bool before(const heft *h, uint32_t a, uint32_t b)
+{
+    return h->rank[a] > h->rank[b] || (h->rank[a] == h->rank[b] && a < b);
+}
+
+static void hp_push(heft *h, uint32_t v)
+{
+    uint32_t i = h->heap_n++;
+    while (i > 0 && before(h, v, h->heap[(i - 1) / 2])) {
+        h->heap[i] = h->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h->heap[i] = v;
+}
+
+static uint32_t hp_pop(heft *h)
+{
+    uint32_t top = h->heap[0], x = h->heap[--h->heap_n], i = 0;
+    for (;;) {
+        uint32_t l = 2 * i + 1, r = l + 1, s = i;
+        uint32_t best = x;
+        if (l < h->heap_n && before(h, h->heap[l], best)) {
+            s = l;
+            best = h->heap[l];
+        }
+        if (r < h->heap_n && before(h, h->heap[r], best))
+            s = r;
+        if (s == i)
+            break;
+        h->heap[i] = h->heap[s];
+        i = s;
+    }
+    if (h->heap_n)
+        h->heap[i] = x;
+    return top;
+}
+
+/* Upward ranks: mean time over the devices a node may use, plus the
+ * largest of (mean transfer + rank) over its consumers. */
+static void heft_ranks(heft *h)
+{
+    const sy__sched_problem *pb = h->pb;
+    uint32_t D = pb->n_dev;
+    for (uint32_t v = pb->n; v-- > 0;) {
+        double sum = 0;
+        uint32_t k = 0;
+        for (uint32_t d = 0; d < D; d++)
+            if (isfinite(sy__sched_cost(pb, v, d))) {
+                sum += sy__sched_cost(pb, v, d);
+                k++;
+            }
+        double comm = 0;
+        for (uint32_t s = 0; D > 1 && s < D; s++)
+            for (uint32_t d = 0; d < D; d++)
+                comm += s != d ? sy__sched_xfer(pb, v, s, d) : 0;
+        comm = D > 1 ? comm / (double)(D * (D - 1)) : 0;
+        double tail = 0;
+        for (uint32_t e = h->out_start[v]; e < h->out_start[v + 1]; e++)
+            tail = fmax(tail, comm + h->rank[h->out_list[e]]);
+        h->rank[v] = (k ? sum / k : 0) + tail;
+    }
+}
+
+/* Earliest finish of |v| on |d| given the nodes placed so far; fills the
+ * transfers it needs into |x| (*nx of them), and commits them and the
+ * node to the timelines when |commit|. */
+static double heft_try(heft *h, const uint8_t *assign, uint32_t v, uint32_t d, span *x,
+                       uint32_t *nx, bool commit, sy_status *st)
+{
+    const sy__sched_problem *pb = h->pb;
+    uint32_t D = pb->n_dev;
+    double ready = 0;
+    *nx = 0;
+    for (uint32_t e = pb->in_start[v]; e < pb->in_start[v + 1]; e++) {
+        uint32_t p = pb->in_list[e], src = assign[p];
+        if (src == d) {
+            ready = fmax(ready, h->finish[p]);
+            continue;
+        }
+        if (h->moved[p] >> d & 1u) {
+            ready = fmax(ready, h->arrive[(size_t)p * D + d]);
+            continue;
+        }
+        double len = sy__sched_xfer(pb, p, src, d);
+        double t = tl_fit(&h->host, NULL, x, *nx, h->finish[p], len);
+        if (*nx < HEFT_MAX_XFERS)
+            x[(*nx)++] = (span){t, t + len};
+        ready = fmax(ready, t + len);
+        if (commit) {
+            h->moved[p] |= (uint8_t)(1u << d);
+            h->arrive[(size_t)p * D + d] = t + len;
+        }
+    }
+    bool sync = !(h->async >> d & 1u);
+    double len = sy__sched_cost(pb, v, d);
+    double t = tl_fit(&h->dev[d], sync ? &h->host : NULL, sync ? x : NULL, sync ? *nx : 0, ready,
+                      len);
+    if (commit) {
+        for (uint32_t k = 0; k < *nx && *st == SY_OK; k++)
+            *st = tl_insert(&h->host, x[k].s, x[k].e);
+        if (*st == SY_OK)
+            *st = tl_insert(&h->dev[d], t, t + len);
+        if (*st == SY_OK && sync)
+            *st = tl_insert(&h->host, t, t + len);
+        h->finish[v] = t + len;
+    }
+    return t + len;
+}
+
+static sy_status heft_place(heft *h, uint8_t *assign)
+{
+    const sy__sched_problem *pb = h->pb;
+    uint32_t n = pb->n, D = pb->n_dev;
+    uint32_t *missing = malloc(((size_t)n + 1) * sizeof *missing);
+    if (!missing)
+        return SY_E_NO_MEMORY;
+    h->heap_n = 0;
+    for (uint32_t v = 0; v < n; v++) {
+        missing[v] = pb->in_start[v + 1] - pb->in_start[v];
+        if (!missing[v])
+            hp_push(h, v);
+    }
+    span x[HEFT_MAX_XFERS];
+    uint32_t nx;
+    sy_status st = SY_OK;
+    while (h->heap_n && st == SY_OK) {
+        uint32_t v = hp_pop(h), best_d = 0;
+        double best = INFINITY;
+        for (uint32_t d = 0; d < D; d++) {
+            double c = sy__sched_cost(pb, v, d);
+            if (!isfinite(c))
+                continue;
+            double f = heft_try(h, assign, v, d, x, &nx, false, &st);
+            if (f < best || (f == best && c < sy__sched_cost(pb, v, best_d))) {
+                best = f;
+                best_d = d;
+            }
+        }
+        assign[v] = (uint8_t)best_d;
+        heft_try(h, assign, v, best_d, x, &nx, true, &st);
+        for (uint32_t e = h->out_start[v]; e < h->out_start[v + 1]; e++)
+            if (--missing[h->out_list[e]] == 0)
+                hp_push(h, h->out_list[e]);
+    }
+    free(missing);
+    return st;
+}
+
+/* Tries |v| on |d| (and, when |p| is a node, its producer |p| with it);
+ * keeps the move when the simulated makespan drops below *|best|. */
+static bool try_move(sy__makespan_ws *ws, uint8_t *assign, uint32_t v, uint32_t p, uint32_t d,
+                     double *best)
+{
+    const sy__sched_problem *pb = ws->pb;
+    uint8_t fv = assign[v], fp = p != UINT32_MAX ? assign[p] : 0;
+    if (!isfinite(sy__sched_cost(pb, v, d)) ||
+        (p != UINT32_MAX && !isfinite(sy__sched_cost(pb, p, d))))
+        return false;
+    if (fv == d && (p == UINT32_MAX || fp == d))
+        return false;
+    assign[v] = (uint8_t)d;
+    if (p != UINT32_MAX)
+        assign[p] = (uint8_t)d;
+    double t = sy__makespan_eval(ws, assign);
+    if (t < *best * (1.0 - 1e-12)) {
+        *best = t;
+        return true;
+    }
+    assign[v] = fv;
+    if (p != UINT32_MAX)
+        assign[p] = fp;
+    return false;
+}
+
+/* Moves to |d| node |v| and every node reachable from it along edges
+ * that stay on v's device (the rest of its run there), keeping the move
+ * when the simulated makespan drops below *|best|.  |stack| and |saved|
+ * hold n entries. */
+static bool try_run_move(sy__makespan_ws *ws, uint8_t *assign, uint32_t v, uint32_t d,
+                         uint32_t *stack, uint8_t *saved, double *best)
+{
+    const sy__sched_problem *pb = ws->pb;
+    uint8_t from = assign[v];
+    if (from == d)
+        return false;
+    memcpy(saved, assign, pb->n);
+    uint32_t top = 0;
+    stack[top++] = v;
+    assign[v] = (uint8_t)d;
+    bool ok = isfinite(sy__sched_cost(pb, v, d));
+    while (top && ok) {
+        uint32_t u = stack[--top];
+        for (uint32_t e = ws->out_start[u]; e < ws->out_start[u + 1]; e++) {
+            uint32_t s = ws->out_list[e];
+            if (assign[s] != from)
+                continue;
+            if (!isfinite(sy__sched_cost(pb, s, d))) {
+                ok = false;
+                break;
+            }
+            assign[s] = (uint8_t)d;
+            stack[top++] = s;
+        }
+    }
+    double t = ok ? sy__makespan_eval(ws, assign) : INFINITY;
+    if (t < *best * (1.0 - 1e-12)) {
+        *best = t;
+        return true;
+    }
+    memcpy(assign, saved, pb->n);
+    return false;
+}
+
+/* Appends to |list| (from *len on) node |v| and every node reachable from
+ * it along edges staying on its device; returns the new length. */
+static uint32_t collect_run(const sy__makespan_ws *ws, const uint8_t *assign, uint32_t v,
+                            uint32_t *list, uint32_t len, uint8_t *mark)
+{
+    uint32_t from = assign[v], at = len;
+    list[len++] = v;
+    mark[v] = 1;
+    while (at < len) {
+        uint32_t u = list[at++];
+        for (uint32_t e = ws->out_start[u]; e < ws->out_start[u + 1]; e++) {
+            uint32_t s = ws->out_list[e];
+            if (assign[s] == from && !mark[s]) {
+                mark[s] = 1;
+                list[len++] = s;
+            }
+        }
+    }
+    return len;
+}
+
+/* Swaps the devices of v's run and w's run (two branches trading
+ * places), keeping the swap when the makespan drops below *|best|. */
+static bool try_swap_runs(sy__makespan_ws *ws, uint8_t *assign, uint32_t v, uint32_t w,
+                          uint32_t *list, uint8_t *saved, double *best)
+{
+    const sy__sched_problem *pb = ws->pb;
+    uint8_t dv = assign[v], dw = assign[w];
+    if (dv == dw)
+        return false;
+    memset(saved, 0, pb->n);
+    uint32_t na = collect_run(ws, assign, v, list, 0, saved);
+    uint32_t nb = collect_run(ws, assign, w, list, na, saved);
+    memcpy(saved, assign, pb->n);
+    bool ok = true;
+    for (uint32_t k = 0; k < nb && ok; k++) {
+        uint32_t u = list[k];
+        uint8_t to = k < na ? dw : dv;
+        ok = isfinite(sy__sched_cost(pb, u, to));
+        assign[u] = to;
+    }
+    double t = ok ? sy__makespan_eval(ws, assign) : INFINITY;
+    if (t < *best * (1.0 - 1e-12)) {
+        *best = t;
+        return true;
+    }
+    memcpy(assign, saved, pb->n);
+    return false;
+}
+
+/* Moves single nodes, producer-consumer pairs together (a move of either
+ * alone would add a transfer) and a node with the rest of its run on its
+ * device (a branch changing device), while the simulated makespan drops;
+ * returns it. */
+static double heft_search(sy__makespan_ws *ws, uint8_t *assign, double best, uint32_t *stack,
+                          uint8_t *saved)
+{
+    const sy__sched_problem *pb = ws->pb;
+    bool improved = true;
+    for (uint32_t round = 0; improved && round < HEFT_SEARCH_ROUNDS; round++) {
+        improved = false;
+        for (uint32_t v = 0; v < pb->n; v++)
+            for (uint32_t d = 0; d < pb->n_dev; d++)
+                improved |= try_move(ws, assign, v, UINT32_MAX, d, &best);
+        for (uint32_t v = 0; v < pb->n; v++)
+            for (uint32_t e = pb->in_start[v]; e < pb->in_start[v + 1]; e++)
+                for (uint32_t d = 0; d < pb->n_dev; d++)
+                    improved |= try_move(ws, assign, v, pb->in_list[e], d, &best);
+        for (uint32_t v = 0; v < pb->n; v++)
+            for (uint32_t d = 0; d < pb->n_dev; d++)
+                improved |= try_run_move(ws, assign, v, d, stack, saved, &best);
+        for (uint32_t v = 0; pb->n <= HEFT_SWAP_MAX_NODES && v < pb->n; v++)
+            for (uint32_t w = v + 1; w < pb->n; w++)
+                improved |= try_swap_runs(ws, assign, v, w, stack, saved, &best);
+    }
+    return best;
+}
+
+/* Keeps |cand| in |best| when its makespan is lower. */
+static void keep_better(sy__makespan_ws *ws, const uint8_t *cand, uint8_t *best, double *best_t)
+{
+    double t = sy__makespan_eval(ws, cand);
+    if (t < *best_t) {
+        *best_t = t;
+        memcpy(best, cand, ws->pb->n);
+    }
+}
+
+sy_status sy__sched_heft(const sy__sched_problem *pb, uint32_t async_mask, const uint8_t *hint,
+                         uint8_t *out_assign, double *out_makespan)
+{
+    uint32_t n = pb->n, D = pb->n_dev, edges = pb->in_start[n];
+    for (uint32_t v = 0; v < n; v++) {
+        bool ok = false;
+        for (uint32_t d = 0; d < D; d++)
+            ok = ok || isfinite(sy__sched_cost(pb, v, d));
+        if (!ok)
+            return SY_E_UNSUPPORTED;
+    }
+    heft h = {.pb = pb, .async = async_mask};
+    sy__makespan_ws ws;
+    sy_status st = sy__makespan_ws_init(&ws, pb, async_mask);
+    if (st != SY_OK)
+        return st;
+    h.out_start = ws.out_start; /* the same consumer lists */
+    h.out_list = ws.out_list;
+    (void)edges;
+    h.rank = calloc((size_t)n + 1, sizeof *h.rank);
+    h.finish = calloc((size_t)n + 1, sizeof *h.finish);
+    h.arrive = calloc((size_t)n * D + 1, sizeof *h.arrive);
+    h.moved = calloc((size_t)n + 1, 1);
+    h.heap = malloc(((size_t)n + 1) * sizeof *h.heap);
+    uint8_t *cand = calloc((size_t)n + 1, 1), *best = calloc((size_t)n + 1, 1);
+    uint8_t *saved = calloc((size_t)n + 1, 1);
+    uint32_t *stack = malloc(((size_t)n + 1) * sizeof *stack);
+    if (!h.rank || !h.finish || !h.arrive || !h.moved || !h.heap || !cand || !best || !saved ||
+        !stack) {
+        st = SY_E_NO_MEMORY;
+        goto out_free;
+    }
+    heft_ranks(&h);
+    st = heft_place(&h, cand);
+    if (st != SY_OK)
+        goto out_free;
+    /* Candidates: HEFT's plan, the hint, each single-device plan; on a
+     * small problem each is improved by local search (they end in
+     * different local minima), on a large one only compared. */
+    bool search = n <= HEFT_SEARCH_MAX_NODES;
+    double best_t = INFINITY;
+    for (uint32_t k = 0; k < D + 2; k++) {
+        if (k == 1) {
+            if (!hint)
+                continue;
+            memcpy(cand, hint, n);
+        } else if (k >= 2) {
+            uint32_t d = k - 2;
+            for (uint32_t v = 0; v < n; v++) {
+                uint32_t pick = d;
+                for (uint32_t q = 0; !isfinite(sy__sched_cost(pb, v, pick)) && q < D; q++)
+                    pick = q;
+                for (uint32_t q = 0; pick != d && q < D; q++)
+                    if (sy__sched_cost(pb, v, q) < sy__sched_cost(pb, v, pick))
+                        pick = q;
+                cand[v] = (uint8_t)pick;
+            }
+        }
+        if (k == 0 || search) {
+            double t = sy__makespan_eval(&ws, cand);
+            if (search && isfinite(t))
+                t = heft_search(&ws, cand, t, stack, saved);
+            if (t < best_t) {
+                best_t = t;
+                memcpy(best, cand, n);
+            }
+        } else {
+            keep_better(&ws, cand, best, &best_t);
+        }
+    }
+    /* Iterated local search: kick the best plan (a few nodes to random
+     * allowed devices), search again, keep what improves.  A fixed
+     * generator seeded from the problem's size keeps plans reproducible. */
+    uint64_t rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n << 8 | D);
+    uint32_t stale = 0;
+    for (uint32_t kick = 0; search && n <= HEFT_SWAP_MAX_NODES && kick < HEFT_KICKS &&
+                            stale < HEFT_KICKS_STALE;
+         kick++) {
+        memcpy(cand, best, n);
+        for (uint32_t j = 0; j < 1 + kick % 4; j++) {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            uint32_t v = (uint32_t)(rng % n), d = (uint32_t)((rng >> 32) % D);
+            if (isfinite(sy__sched_cost(pb, v, d)))
+                cand[v] = (uint8_t)d;
+        }
+        double t = sy__makespan_eval(&ws, cand);
+        if (isfinite(t))
+            t = heft_search(&ws, cand, t, stack, saved);
+        stale++;
+        if (t < best_t * (1.0 - 1e-12)) {
+            best_t = t;
+            memcpy(best, cand, n);
+            stale = 0;
+        }
+    }
+    memcpy(out_assign, best, n);
+    if (out_makespan)
+        *out_makespan = best_t;
+out_free:
+    for (uint32_t d = 0; d < D; d++) {
+        free(h.dev[d].s);
+        free(h.dev[d].e);
+    }
+    free(h.host.s);
+    free(h.host.e);
+    free(h.rank);
+    free(h.finish);
+    free(h.arrive);
+    free(h.moved);
+    free(h.heap);
+    free(cand);
+    free(best);
+    free(saved);
+    free(stack);
+    sy__makespan_ws_deinit(&ws);
+    return st;
+}
