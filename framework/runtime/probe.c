@@ -36,8 +36,8 @@ static sy_status host_fingerprint(sy_runtime *rt, const char *extra, char *out, 
         return SY_E_NO_MEMORY;
     char buf[512];
     uint64_t h = FNV_SEED;
-    snprintf(buf, sizeof buf, "probe-format %u switchyard %s", SY_PROBE_FORMAT_VERSION,
-             SY_VERSION_STRING);
+    snprintf(buf, sizeof buf, "probe-format %u host-method %u switchyard %s",
+             SY_PROBE_FORMAT_VERSION, SY_PROBE_HOST_METHOD, SY_VERSION_STRING);
     h = fnv(h, buf);
     sy__probe_host_topology(rt, topo);
     snprintf(buf, sizeof buf, "%s|%s|%llu", topo->cpu_model, topo->topology,

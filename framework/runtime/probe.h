@@ -20,6 +20,10 @@
 
 /* Version of the cache file's layout; part of the fingerprint. */
 #define SY_PROBE_FORMAT_VERSION 2u
+/* How the host bandwidth is measured; part of the host fingerprint, so a
+ * cache measured another way is measured again (3: vector loads, short
+ * segments, huge pages). */
+#define SY_PROBE_HOST_METHOD 3u
 #define SY_PROBE_MAX_THREAD_COUNTS 16u
 #define SY_PROBE_MAX_DEVICES 16u
 #define SY_PROBE_MAX_LINKS 64u
@@ -190,6 +194,14 @@ uint64_t sy__probe_memory_available(void);
 
 /* Measures host bandwidth within about |budget_s| seconds. */
 sy_status sy__probe_host_bandwidth(sy_runtime *rt, sy_probe *p, bool quick, double budget_s);
+
+/* Reads |bytes| at |buf| with the widest loads the CPU has (AVX-512,
+ * AVX2, else 64-bit words) and returns a sum of them, so the loads are
+ * not optimised away (probe_read.c). Thread-safety: safe. */
+uint64_t sy__probe_read(const void *buf, size_t bytes);
+
+/* Names the loop sy__probe_read uses here: "avx512", "avx2", "portable". */
+const char *sy__probe_read_isa(void);
 
 /* Fingerprint of device |dev| of |rt| (probe.c). */
 void sy__probe_device_fingerprint(sy_runtime *rt, uint32_t dev, char *out, size_t size);

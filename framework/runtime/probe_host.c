@@ -1,11 +1,13 @@
 /* Host side of the probe: hwloc topology and memory bandwidth measured with
  * 1..N threads, each pinned to its own core, over a buffer well past the
  * last-level cache (4 x L3, at least 64 MiB, at most 512 MiB and a quarter
- * of the available memory), within a time budget. */
+ * of the available memory), in short timed segments (see BW_SEG_BYTES),
+ * within a time budget. The read loop is probe_read.c's. */
 #include <hwloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "probe.h"
 #include "runtime_internal.h"
@@ -85,22 +87,30 @@ sy_status sy__probe_host_topology(sy_runtime *rt, sy_probe *p)
 
 /* ----------------------------------------------------------- bandwidth */
 
+/* A run times short segments rather than whole passes: on a shared
+ * machine a 50 ms pass over the buffer is nearly always preempted, while
+ * most 1 ms segments are not, so the fast end of the segments' times is
+ * the memory's and not the scheduler's. The segments still walk the whole
+ * buffer in turn, so each one comes from memory, not from the cache. */
+#define BW_SEG_BYTES (16 * MIB) /* per thread */
+/* Segments a run times at least, whatever its budget, and at most. */
+#define BW_MIN_SEGS 8u
+#define BW_MAX_SEGS 256u
+
 typedef struct bw_shared {
     hwloc_topology_t topo;
     pthread_barrier_t barrier;
-    uint32_t n_threads, reps;
+    uint32_t n_threads, max_segs;
     bool copy;
     unsigned char *src, *dst;
-    size_t bytes; /* per buffer */
-    double *times; /* reps, written by thread 0 */
-    double run_budget_s; /* a run stops repeating past this, after BW_MIN_REPS */
-    uint32_t done;       /* passes timed, written by thread 0 */
-    bool stop;           /* set by thread 0 between passes */
+    size_t chunk, seg; /* bytes per thread: its part, one segment of it */
+    double *times;     /* max_segs, written by thread 0 */
+    double t0[SY_PROBE_MAX_THREAD_COUNTS * 16], t1[SY_PROBE_MAX_THREAD_COUNTS * 16];
+    double run_budget_s; /* a run stops timing past this, after BW_MIN_SEGS */
+    uint32_t done;       /* segments timed, written by thread 0 */
+    bool stop;           /* set by thread 0 between segments */
     volatile uint64_t sink;
 } bw_shared;
-
-/* Passes a bandwidth run makes at least, whatever its budget. */
-#define BW_MIN_REPS 2u
 
 typedef struct bw_thread {
     bw_shared *s;
@@ -108,21 +118,13 @@ typedef struct bw_thread {
     pthread_t tid;
 } bw_thread;
 
-static uint64_t bw_read(const uint64_t *p, size_t n)
+static uint64_t bw_segment(bw_shared *s, size_t off)
 {
-    /* Four independent sums so the loop is bound by memory, not by one
-     * dependency chain. */
-    uint64_t a = 0, b = 0, c = 0, d = 0;
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        a += p[i];
-        b += p[i + 1];
-        c += p[i + 2];
-        d += p[i + 3];
+    if (s->copy) {
+        memcpy(s->dst + off, s->src + off, s->seg);
+        return 0;
     }
-    for (; i < n; i++)
-        a += p[i];
-    return a + b + c + d;
+    return sy__probe_read(s->src + off, s->seg);
 }
 
 static void *bw_main(void *arg)
@@ -138,25 +140,30 @@ static void *bw_main(void *arg)
             hwloc_bitmap_free(set);
         }
     }
-    size_t chunk = (s->bytes / s->n_threads) & ~(size_t)63;
-    size_t off = chunk * t->index;
-    uint64_t acc = 0;
+    size_t base = s->chunk * t->index, n_seg = s->chunk / s->seg;
+    /* One untimed segment: the thread is running on its core and its
+     * first TLB misses are behind it before anything counts. */
+    uint64_t acc = bw_segment(s, base + (n_seg - 1) * s->seg);
     double start = sy__probe_now();
-    for (uint32_t r = 0; r < s->reps; r++) {
+    for (uint32_t r = 0; r < s->max_segs; r++) {
         pthread_barrier_wait(&s->barrier);
-        double t0 = t->index == 0 ? sy__probe_now() : 0;
-        if (s->copy)
-            memcpy(s->dst + off, s->src + off, chunk);
-        else
-            acc += bw_read((const uint64_t *)(s->src + off), chunk / sizeof(uint64_t));
+        s->t0[t->index] = sy__probe_now();
+        acc += bw_segment(s, base + (r % n_seg) * s->seg);
+        s->t1[t->index] = sy__probe_now();
         pthread_barrier_wait(&s->barrier);
         if (t->index == 0) {
-            double t1 = sy__probe_now();
-            s->times[r] = t1 - t0;
+            /* From the first thread's start to the last one's end: a
+             * thread that started late does not shorten the segment. */
+            double lo = s->t0[0], hi = s->t1[0];
+            for (uint32_t i = 1; i < s->n_threads; i++) {
+                lo = s->t0[i] < lo ? s->t0[i] : lo;
+                hi = s->t1[i] > hi ? s->t1[i] : hi;
+            }
+            s->times[r] = hi - lo;
             s->done = r + 1;
-            s->stop = r + 1 >= BW_MIN_REPS && t1 - start > s->run_budget_s;
+            s->stop = r + 1 >= BW_MIN_SEGS && sy__probe_now() - start > s->run_budget_s;
         }
-        /* Everyone sees thread 0's verdict before the next pass. */
+        /* Everyone sees thread 0's verdict before the next segment. */
         pthread_barrier_wait(&s->barrier);
         if (s->stop)
             break;
@@ -165,16 +172,25 @@ static void *bw_main(void *arg)
     return NULL;
 }
 
-/* Seconds of one pass over the buffer with |n| threads (sy__timing_estimate). */
-static sy_status bw_run(bw_shared *s, uint32_t n, bool copy, double *out_s)
+/* Seconds of one segment (|s->seg| bytes on each of |n| threads): the
+ * lower decile of the segments timed. Not sy__timing_estimate's quartile:
+ * a segment of n threads is clean only when all n ran through it, and on a
+ * loaded machine (load 11 on these 2 cores) that is a minority of them;
+ * a decile of a hundred segments is still ten of them, not one lucky run
+ * (and a segment cannot read faster than the memory lets it). */
+static sy_status bw_run(bw_shared *s, uint32_t n, bool copy, size_t bytes, double *out_s)
 {
     *out_s = 0;
     s->n_threads = n;
     s->copy = copy;
     s->done = 0;
     s->stop = false;
+    s->chunk = (bytes / n) & ~(size_t)4095;
+    s->seg = s->chunk < BW_SEG_BYTES ? s->chunk : BW_SEG_BYTES;
+    s->chunk -= s->chunk % s->seg;
     bw_thread th[SY_PROBE_MAX_THREAD_COUNTS * 16];
-    if (n > sizeof th / sizeof th[0] || pthread_barrier_init(&s->barrier, NULL, n) != 0)
+    if (n > sizeof th / sizeof th[0] || s->seg == 0 ||
+        pthread_barrier_init(&s->barrier, NULL, n) != 0)
         return SY_E_LIMIT;
     uint32_t started = 0;
     for (; started < n; started++) {
@@ -191,7 +207,7 @@ static sy_status bw_run(bw_shared *s, uint32_t n, bool copy, double *out_s)
     for (uint32_t i = 0; i < n; i++)
         pthread_join(th[i].tid, NULL);
     pthread_barrier_destroy(&s->barrier);
-    *out_s = sy__timing_estimate(s->times, s->done);
+    *out_s = sy__quantile(s->times, s->done, 0.1);
     return SY_OK;
 }
 
@@ -211,8 +227,8 @@ sy_status sy__probe_host_bandwidth(sy_runtime *rt, sy_probe *p, bool quick, doub
     if (bytes < MIB)
         return SY_E_NO_MEMORY;
     p->host_buffer_bytes = bytes;
-    bw_shared s = {.reps = quick ? 3 : 5, .bytes = (size_t)bytes};
-    double times[8];
+    bw_shared s = {.max_segs = quick ? BW_MIN_SEGS : BW_MAX_SEGS};
+    double times[BW_MAX_SEGS];
     s.times = times;
     if (hwloc_topology_init(&s.topo) != 0)
         return SY_E_NO_MEMORY;
@@ -222,12 +238,19 @@ sy_status sy__probe_host_bandwidth(sy_runtime *rt, sy_probe *p, bool quick, doub
         goto out_topology;
     }
     /* The copy uses two halves of the same allocation so that both runs
-     * touch the same pages. */
-    s.src = aligned_alloc(4096, (size_t)bytes);
-    if (!s.src) {
+     * touch the same pages. Huge pages where the kernel gives them on
+     * request (THP "madvise"): with 4 KiB pages every 4 KiB read also
+     * walks the page table, which is the TLB's cost, not the memory's. */
+    void *map = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (map == MAP_FAILED) {
         st = SY_E_NO_MEMORY;
         goto out_topology;
     }
+    s.src = map;
+#ifdef MADV_HUGEPAGE
+    madvise(map, (size_t)bytes, MADV_HUGEPAGE);
+#endif
+    /* Every page faulted in here, before anything is timed. */
     memset(s.src, 1, (size_t)bytes);
     uint32_t cores = p->cores_allowed ? p->cores_allowed : 1;
     uint32_t counts[SY_PROBE_MAX_THREAD_COUNTS], n_counts = 0;
@@ -236,31 +259,26 @@ sy_status sy__probe_host_bandwidth(sy_runtime *rt, sy_probe *p, bool quick, doub
         counts[n_counts++] = t;
     p->n_host_bw = 0;
     for (uint32_t k = 0; k < n_counts; k++) {
-        /* Each run (read, copy) gets an equal share of what is left; past
-         * the budget only the count that uses every core (the one
-         * auto-configuration needs most) still runs, at its fewest passes. */
+        /* Each run (read, copy) gets an equal share of what is left, and
+         * times BW_MIN_SEGS segments (milliseconds) even past the budget. */
         double left = budget_s - (sy__probe_now() - start);
-        if (left <= 0 && k + 1 < n_counts)
-            continue;
-        s.run_budget_s = left / (2.0 * (double)(n_counts - k));
+        s.run_budget_s = left > 0 ? left / (2.0 * (double)(n_counts - k)) : 0;
         double rs, cs;
-        s.bytes = (size_t)bytes;
-        st = bw_run(&s, counts[k], false, &rs);
+        st = bw_run(&s, counts[k], false, (size_t)bytes, &rs);
         if (st != SY_OK)
             break;
-        s.bytes = (size_t)bytes / 2;
+        size_t rbytes = s.seg * counts[k];
         s.dst = s.src + bytes / 2;
-        st = bw_run(&s, counts[k], true, &cs);
+        st = bw_run(&s, counts[k], true, (size_t)bytes / 2, &cs);
         if (st != SY_OK)
             break;
-        size_t rchunk = ((size_t)bytes / counts[k]) & ~(size_t)63;
-        size_t cchunk = ((size_t)bytes / 2 / counts[k]) & ~(size_t)63;
+        size_t cbytes = s.seg * counts[k];
         sy_probe_host_bw *b = &p->host_bw[p->n_host_bw++];
         b->threads = counts[k];
-        b->read_bps = rs > 0 ? (double)(rchunk * counts[k]) / rs : 0;
-        b->copy_bps = cs > 0 ? 2.0 * (double)(cchunk * counts[k]) / cs : 0;
+        b->read_bps = rs > 0 ? (double)rbytes / rs : 0;
+        b->copy_bps = cs > 0 ? 2.0 * (double)cbytes / cs : 0;
     }
-    free(s.src);
+    munmap(map, (size_t)bytes);
     if (st != SY_OK)
         sy__runtime_set_error(rt, "probe: host bandwidth run failed: %s", sy_status_name(st));
 out_topology:

@@ -282,6 +282,15 @@ static void jread(jreader *r, const cJSON *root, sy_probe *p)
         p->host_bw[i].threads = (uint32_t)jget(r, e, "threads");
         p->host_bw[i].read_bps = jget(r, e, "read_bps");
         p->host_bw[i].copy_bps = jget(r, e, "copy_bps");
+        /* What the probe writes: thread counts rising from 1, every
+         * bandwidth measured (> 0). Anything else was not written by it. */
+        uint32_t prev = i ? p->host_bw[i - 1].threads : 0;
+        if (!r->bad && (p->host_bw[i].threads <= prev || !(p->host_bw[i].read_bps > 0) ||
+                        !(p->host_bw[i].copy_bps > 0))) {
+            snprintf(r->err, r->err_size,
+                     "host_memory.bandwidth[%d]: thread counts must rise and bandwidths be > 0", i);
+            r->bad = true;
+        }
     }
     p->n_devices = (uint32_t)cJSON_GetArraySize(devs);
     for (uint32_t i = 0; i < p->n_devices; i++)

@@ -3,6 +3,7 @@
  * round trip; auto-configuration rules.  Every test probes with the quick
  * sizes, with the cache in a fresh directory, on the CPU plugin. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,115 @@ Test(probe, json_round_trips)
     free(a);
     free(b);
     sy_runtime_destroy(rt);
+}
+
+Test(probe, measures_positive_host_bandwidth_for_rising_thread_counts_up_to_every_core)
+{
+    log_capture c = {0};
+    sy_runtime *rt = runtime(&c);
+    sy_probe_options o = quick(NULL);
+    o.no_cache = true;
+    sy_probe *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    cr_assert_eq(sy_runtime_probe(rt, &o, a), SY_OK, "%s", sy_runtime_last_error(rt));
+    cr_assert_gt(a->n_host_bw, 0u);
+    cr_expect_eq(a->host_bw[0].threads, 1u);
+    cr_expect_eq(a->host_bw[a->n_host_bw - 1].threads, a->cores_allowed,
+                 "the last count is not every core");
+    for (uint32_t i = 0; i < a->n_host_bw; i++) {
+        const sy_probe_host_bw *e = &a->host_bw[i];
+        if (i)
+            cr_expect_gt(e->threads, a->host_bw[i - 1].threads, "counts do not rise at %u", i);
+        cr_expect(isfinite(e->read_bps) && e->read_bps > 0, "%u threads: read %g", e->threads,
+                  e->read_bps);
+        cr_expect(isfinite(e->copy_bps) && e->copy_bps > 0, "%u threads: copy %g", e->threads,
+                  e->copy_bps);
+    }
+    /* The JSON gives back the same table. */
+    char *json = NULL, err[256];
+    cr_assert_eq(sy_probe_to_json(a, &json), SY_OK);
+    cr_assert_eq(sy_probe_from_json(json, strlen(json), b, err, sizeof err), SY_OK, "%s", err);
+    cr_assert_eq(b->n_host_bw, a->n_host_bw);
+    for (uint32_t i = 0; i < a->n_host_bw; i++) {
+        cr_expect_eq(b->host_bw[i].threads, a->host_bw[i].threads);
+        cr_expect_float_eq(b->host_bw[i].read_bps, a->host_bw[i].read_bps, a->host_bw[i].read_bps * 1e-12);
+    }
+    free(json);
+    free(a);
+    free(b);
+    sy_runtime_destroy(rt);
+}
+
+/* |edit| spoils the host bandwidth table of a valid probe; the reader
+ * must refuse the JSON written from it, naming the table. */
+static void rejects_host_table(void (*edit)(sy_probe *))
+{
+    sy_probe *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+    a->cores = a->cores_allowed = 4;
+    a->n_host_bw = 3;
+    static const uint32_t th[3] = {1, 2, 4};
+    for (int i = 0; i < 3; i++)
+        a->host_bw[i] = (sy_probe_host_bw){.threads = th[i], .read_bps = 1e10 * (i + 1), .copy_bps = 2e10};
+    char *json = NULL, err[256] = "";
+    cr_assert_eq(sy_probe_to_json(a, &json), SY_OK);
+    cr_assert_eq(sy_probe_from_json(json, strlen(json), b, err, sizeof err), SY_OK,
+                 "the unspoilt table was refused: %s", err);
+    free(json);
+    edit(a);
+    cr_assert_eq(sy_probe_to_json(a, &json), SY_OK);
+    cr_expect_neq(sy_probe_from_json(json, strlen(json), b, err, sizeof err), SY_OK);
+    cr_expect(strstr(err, "host_memory.bandwidth") != NULL, "error: %s", err);
+    free(json);
+    free(a);
+    free(b);
+}
+
+static void repeat_a_count(sy_probe *p) { p->host_bw[2].threads = 2; }
+static void fall_back_a_count(sy_probe *p) { p->host_bw[1].threads = 8; }
+static void zero_a_read(sy_probe *p) { p->host_bw[1].read_bps = 0; }
+static void zero_a_copy(sy_probe *p) { p->host_bw[0].copy_bps = 0; }
+static void start_past_one_thread(sy_probe *p) { p->host_bw[0].threads = 0; }
+
+Test(probe, refuses_a_host_table_whose_thread_counts_do_not_rise)
+{
+    rejects_host_table(repeat_a_count);
+    rejects_host_table(fall_back_a_count);
+    rejects_host_table(start_past_one_thread);
+}
+
+Test(probe, refuses_a_host_table_with_an_unmeasured_bandwidth)
+{
+    rejects_host_table(zero_a_read);
+    rejects_host_table(zero_a_copy);
+}
+
+Test(probe, read_loop_reads_every_byte_of_any_length)
+{
+    /* A change to any byte changes the sum, whichever loop (AVX-512,
+     * AVX2, portable) this CPU runs; lengths cover the vector loop and
+     * each kind of tail. */
+    static const size_t lengths[] = {0, 1, 31, 32, 127, 128, 255, 256, 4096 + 200};
+    unsigned char *buf = malloc(4096 + 256);
+    cr_assert_not_null(buf);
+    for (size_t i = 0; i < 4096 + 256; i++)
+        buf[i] = (unsigned char)(i * 131u + 7u);
+    for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++) {
+        size_t n = lengths[k];
+        uint64_t base = sy__probe_read(buf, n);
+        for (size_t at = 0; at < n; at++) {
+            buf[at] ^= 0x5A;
+            uint64_t changed = sy__probe_read(buf, n);
+            buf[at] ^= 0x5A;
+            cr_expect_neq(changed, base, "%s loop: byte %zu of %zu not read", sy__probe_read_isa(),
+                          at, n);
+            if (changed == base)
+                break;
+        }
+        /* Bytes past the end are not read. */
+        buf[n] ^= 0x5A;
+        cr_expect_eq(sy__probe_read(buf, n), base, "%s loop read past %zu bytes", sy__probe_read_isa(), n);
+        buf[n] ^= 0x5A;
+    }
+    free(buf);
 }
 
 /* A runtime on the CPU plugin and, with |testdev|, the test device too
