@@ -453,6 +453,7 @@ int main(int argc, char **argv)
     if (!strcmp(what, "all") || !strcmp(what, "bandwidth"))
         bench_bandwidth(pool, lanes);
     if (!strcmp(what, "all") || !strcmp(what, "gemm")) {
+        bench_gemm(&f, SY_DTYPE_Q4_0, 2048);
         bench_gemm(&f, SY_DTYPE_Q4_1, 1536);
         bench_gemm(&f, SY_DTYPE_Q5_0, 640);
         bench_gemm(&f, SY_DTYPE_Q4_K, 1536);

@@ -90,10 +90,21 @@ static inline size_t cpu_q8_panel_bytes(int64_t k, uint32_t cols, int planes)
     return (size_t)(k / CPU_Q8_BLOCK) * (32 * (size_t)planes + 3 * sizeof(float)) * cols;
 }
 
-/* Scratch a qgemm call needs: one decoded weight row. */
+/* Weight rows a qgemm kernel decodes at once (the avx512 micro-kernel
+ * multiplies this many rows with each panel load). */
+#define CPU_QGEMM_ROWS 4
+
+/* Bytes of one decoded weight row in qgemm scratch (quants, then a scale
+ * and a min per 16 elements), a multiple of 64. */
+static inline size_t cpu_qgemm_row_bytes(int64_t k)
+{
+    return ((size_t)k + 2 * sizeof(float) * (size_t)(k / 16) + 63) & ~(size_t)63;
+}
+
+/* Scratch a qgemm call needs: CPU_QGEMM_ROWS decoded weight rows. */
 static inline size_t cpu_qgemm_scratch_bytes(int64_t k)
 {
-    return (size_t)k + 2 * sizeof(float) * (size_t)(k / 16) + 64;
+    return CPU_QGEMM_ROWS * cpu_qgemm_row_bytes(k) + 64;
 }
 
 /* Returns sum w[i] * x[i] for one dense weight row of a float dtype. */

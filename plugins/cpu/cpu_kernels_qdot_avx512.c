@@ -280,39 +280,152 @@ CPU_QD void cpu_z_row_panels2(int sixteen, const int planes, const cpu_qg_row *r
     _mm512_storeu_ps(out + CPU_Z_COLS, _mm512_add_ps(acc[1], accm[1]));
 }
 
+/* Decodes weight row |w| of |kind| into |r|. */
+CPU_QD void cpu_z_decode(int kind, const uint8_t *w, int64_t k, cpu_qg_row *r)
+{
+    switch (kind) {
+    case SY_DTYPE_Q4_K:
+    case SY_DTYPE_Q5_K:
+        cpu_qg_decode_k45(kind == SY_DTYPE_Q5_K, w, k, r);
+        break;
+    case SY_DTYPE_Q6_K:
+        cpu_qg_decode_q6k(w, k, r);
+        break;
+    default:
+        cpu_qg_decode32(kind == SY_DTYPE_Q4_0   ? CPU_QD_Q4_0
+                        : kind == SY_DTYPE_Q4_1 ? CPU_QD_Q4_1
+                        : kind == SY_DTYPE_Q5_0 ? CPU_QD_Q5_0
+                        : kind == SY_DTYPE_Q5_1 ? CPU_QD_Q5_1
+                                                : CPU_QD_Q8_0,
+                        w, k, r);
+        break;
+    }
+}
+
+/* The micro-kernel of the formats with one (scale, min) per 32 elements:
+ * |nr| (1..CPU_QGEMM_ROWS) decoded rows against two panels of 16, so a
+ * panel load serves every row and a weight broadcast both panels.  Per
+ * block the int32 sums of the hi plane are kept in one register per row
+ * and panel, shifted by 7 and then take the lo plane's products (q16:
+ * 128 * hi + lo, as cpu_z_join); then sum * d is scaled by the row's
+ * scale and the min term added.  out[r][c] for c in 0..32. */
+CPU_QD void cpu_z_rows_panels2(const int nr, const int planes, const cpu_qg_row *rows,
+                               const uint8_t *p0, const uint8_t *p1, int64_t nb,
+                               float out[][2 * CPU_Z_COLS])
+{
+    const size_t block_bytes = cpu_z_block_bytes(planes);
+    __m512 acc[CPU_QGEMM_ROWS][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++)
+        acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *pa = p0 + b * block_bytes, *pb = p1 + b * block_bytes;
+        __m512i s[CPU_QGEMM_ROWS][2];
+#pragma GCC unroll 8
+        for (int r = 0; r < nr; r++)
+            s[r][0] = s[r][1] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int pl = 0; pl < planes; pl++) {
+            if (pl == 1) {
+#pragma GCC unroll 8
+                for (int r = 0; r < nr; r++) {
+                    s[r][0] = _mm512_slli_epi32(s[r][0], 7);
+                    s[r][1] = _mm512_slli_epi32(s[r][1], 7);
+                }
+            }
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                const size_t at = (size_t)pl * CPU_Z_PLANE_BYTES + 64 * (size_t)g;
+                const __m512i xa = cpu_z_load(pa + at), xb = cpu_z_load(pb + at);
+#pragma GCC unroll 8
+                for (int r = 0; r < nr; r++) {
+                    const __m512i wg = _mm512_set1_epi32((int)cpu_qd_u32(rows[r].q + 32 * b + 4 * g));
+                    s[r][0] = _mm512_dpbusd_epi32(s[r][0], wg, xa);
+                    s[r][1] = _mm512_dpbusd_epi32(s[r][1], wg, xb);
+                }
+            }
+        }
+        const float *fa = (const float *)(pa + planes * CPU_Z_PLANE_BYTES);
+        const float *fb = (const float *)(pb + planes * CPU_Z_PLANE_BYTES);
+        const __m512 da = _mm512_loadu_ps(fa), dsa = _mm512_loadu_ps(fa + CPU_Z_COLS);
+        const __m512 db = _mm512_loadu_ps(fb), dsb = _mm512_loadu_ps(fb + CPU_Z_COLS);
+#pragma GCC unroll 8
+        for (int r = 0; r < nr; r++) {
+            const __m512 sc = _mm512_set1_ps(rows[r].scale[b]), mn = _mm512_set1_ps(rows[r].min[b]);
+            acc[r][0] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s[r][0]), da), sc, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s[r][1]), db), sc, acc[r][1]);
+            acc[r][0] = _mm512_fmadd_ps(dsa, mn, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(dsb, mn, acc[r][1]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++) {
+        _mm512_storeu_ps(out[r], acc[r][0]);
+        _mm512_storeu_ps(out[r] + CPU_Z_COLS, acc[r][1]);
+    }
+}
+
+/* cpu_z_rows_panels2 with |nr| a constant in every call. */
+CPU_QD void cpu_z_rows_panels2_n(int nr, const int planes, const cpu_qg_row *rows,
+                                 const uint8_t *p0, const uint8_t *p1, int64_t nb,
+                                 float out[][2 * CPU_Z_COLS])
+{
+    switch (nr) {
+    case 4:
+        cpu_z_rows_panels2(4, planes, rows, p0, p1, nb, out);
+        break;
+    case 3:
+        cpu_z_rows_panels2(3, planes, rows, p0, p1, nb, out);
+        break;
+    case 2:
+        cpu_z_rows_panels2(2, planes, rows, p0, p1, nb, out);
+        break;
+    default:
+        cpu_z_rows_panels2(1, planes, rows, p0, p1, nb, out);
+        break;
+    }
+}
+
 CPU_QD void cpu_z_gemm(int kind, const uint8_t *w, size_t w_stride, int64_t rows,
                        const uint8_t *panels, int np, int64_t k, const int planes, float *y,
                        size_t y_stride, int ncols, void *scratch)
 {
     const size_t panel_bytes = (size_t)(k / 32) * cpu_z_block_bytes(planes);
-    cpu_qg_row r;
-    cpu_qg_row_init(&r, scratch, k);
-    for (int64_t n = 0; n < rows; n++, w += w_stride) {
-        switch (kind) {
-        case SY_DTYPE_Q4_K:
-        case SY_DTYPE_Q5_K:
-            cpu_qg_decode_k45(kind == SY_DTYPE_Q5_K, w, k, &r);
-            break;
-        case SY_DTYPE_Q6_K:
+    if (kind == SY_DTYPE_Q6_K) {
+        /* Scales per 16 elements: one row at a time. */
+        cpu_qg_row r;
+        cpu_qg_row_init(&r, scratch, k);
+        for (int64_t n = 0; n < rows; n++, w += w_stride) {
             cpu_qg_decode_q6k(w, k, &r);
-            break;
-        default:
-            cpu_qg_decode32(kind == SY_DTYPE_Q4_0   ? CPU_QD_Q4_0
-                            : kind == SY_DTYPE_Q4_1 ? CPU_QD_Q4_1
-                            : kind == SY_DTYPE_Q5_0 ? CPU_QD_Q5_0
-                            : kind == SY_DTYPE_Q5_1 ? CPU_QD_Q5_1
-                                                    : CPU_QD_Q8_0,
-                            w, k, &r);
-            break;
+            for (int p = 0; p < np; p += 2) {
+                float out[2 * CPU_Z_COLS];
+                const uint8_t *p0 = panels + (size_t)p * panel_bytes;
+                const uint8_t *p1 = p + 1 < np ? p0 + panel_bytes : p0;
+                cpu_z_row_panels2(1, planes, &r, p0, p1, k / 32, out);
+                const int c1 = (p + 2) * CPU_Z_COLS < ncols ? (p + 2) * CPU_Z_COLS : ncols;
+                for (int c = p * CPU_Z_COLS; c < c1; c++)
+                    y[(size_t)c * y_stride + (size_t)n] = out[c - p * CPU_Z_COLS];
+            }
         }
+        return;
+    }
+    cpu_qg_row r[CPU_QGEMM_ROWS];
+    for (int i = 0; i < CPU_QGEMM_ROWS; i++)
+        cpu_qg_row_init(&r[i], (uint8_t *)scratch + (size_t)i * cpu_qgemm_row_bytes(k), k);
+    for (int64_t n = 0; n < rows; n += CPU_QGEMM_ROWS) {
+        const int nr = rows - n < CPU_QGEMM_ROWS ? (int)(rows - n) : CPU_QGEMM_ROWS;
+        for (int i = 0; i < nr; i++)
+            cpu_z_decode(kind, w + (size_t)(n + i) * w_stride, k, &r[i]);
         for (int p = 0; p < np; p += 2) {
-            float out[2 * CPU_Z_COLS];
+            float out[CPU_QGEMM_ROWS][2 * CPU_Z_COLS];
             const uint8_t *p0 = panels + (size_t)p * panel_bytes;
+            /* An odd panel out pairs with itself. */
             const uint8_t *p1 = p + 1 < np ? p0 + panel_bytes : p0;
-            cpu_z_row_panels2(kind == SY_DTYPE_Q6_K, planes, &r, p0, p1, k / 32, out);
+            cpu_z_rows_panels2_n(nr, planes, r, p0, p1, k / 32, out);
             const int c1 = (p + 2) * CPU_Z_COLS < ncols ? (p + 2) * CPU_Z_COLS : ncols;
             for (int c = p * CPU_Z_COLS; c < c1; c++)
-                y[(size_t)c * y_stride + (size_t)n] = out[c - p * CPU_Z_COLS];
+                for (int i = 0; i < nr; i++)
+                    y[(size_t)c * y_stride + (size_t)(n + i)] = out[i][c - p * CPU_Z_COLS];
         }
     }
 }

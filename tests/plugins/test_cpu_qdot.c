@@ -242,11 +242,11 @@ Test(cpu_qdot, simd_kernels_match_the_scalar_kernels)
     }
 }
 
-static void check_gemm(trng *r, const cpu_isa_table *isa, sy_dtype t, int64_t k, int planes)
+static void check_gemm(trng *r, const cpu_isa_table *isa, sy_dtype t, int64_t k, int planes,
+                       int64_t rows)
 {
     const cpu_isa_table *ref = cpu_isa_scalar_table();
     /* Three panels, the last one part full. */
-    const int64_t rows = 5;
     const int g = (int)isa->q8_panel, ncols = 2 * g + 3, np = (ncols + g - 1) / g;
     const size_t stride = cpu_q8_col_bytes(k, planes);
     const size_t pbytes = cpu_q8_panel_bytes(k, isa->q8_panel, planes);
@@ -308,9 +308,11 @@ Test(cpu_qdot, gemm_kernels_match_the_scalar_dot_products)
                 continue;
             int64_t ks[N_ROW_LENGTHS];
             row_lengths(qtypes[ti], ks);
+            /* Row counts around the kernels' groups of CPU_QGEMM_ROWS. */
             for (int ki = 0; ki < N_ROW_LENGTHS; ki++)
                 for (int planes = 1; planes <= 2; planes++)
-                    check_gemm(&r, isa, qtypes[ti], ks[ki], planes);
+                    for (int64_t rows = 1; rows <= 2 * CPU_QGEMM_ROWS + 1; rows++)
+                        check_gemm(&r, isa, qtypes[ti], ks[ki], planes, rows);
         }
     }
 }
