@@ -4,10 +4,11 @@
  * 4's events, and the overlapped one), interleaved.  Not a test: its
  * figures depend on the machine.
  *
- * usage: overlap DEV_A DEV_B [K] [M] [LAYERS] [RUNS]
+ * usage: overlap DEV_A DEV_B [K] [M] [LAYERS] [RUNS] [auto]
  *   branch "left" (LAYERS matmuls of [K,K] F32 weights on [K,M]) on DEV_A,
  *   branch "right" (the same shape) on DEV_B, "join" = left + right on
- *   DEV_A.  Prints the median seconds of one step over RUNS steps, after
+ *   DEV_A; with "auto", nothing is pinned and the planner places every
+ *   node on DEV_A or DEV_B itself.  Prints the median seconds of one step over RUNS steps, after
  *   two warm-up steps.  Uses only the public API, so it builds against an
  *   older library too. */
 #define _POSIX_C_SOURCE 200809L
@@ -55,12 +56,13 @@ static bool failed(sy_status st, const char *what)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: overlap DEV_A DEV_B [K] [M] [LAYERS] [RUNS]\n");
+        fprintf(stderr, "usage: overlap DEV_A DEV_B [K] [M] [LAYERS] [RUNS] [auto]\n");
         return 2;
     }
     const char *dev_a = argv[1], *dev_b = argv[2];
     int64_t K = argc > 3 ? atoll(argv[3]) : 1024, M = argc > 4 ? atoll(argv[4]) : 32;
     int layers = argc > 5 ? atoi(argv[5]) : 4, runs = argc > 6 ? atoi(argv[6]) : 9;
+    bool automatic = argc > 7 && strcmp(argv[7], "auto") == 0;
     sy_runtime_options o;
     sy_runtime_options_init(&o);
     sy_runtime *rt = NULL;
@@ -114,8 +116,14 @@ int main(int argc, char **argv)
     const char *pins[3] = {pa, pb, pj};
     sy_plan_options po;
     sy_plan_options_init(&po);
-    po.pins = pins;
-    po.n_pins = 3;
+    char devs[128];
+    snprintf(devs, sizeof devs, "%s,%s", dev_a, dev_b);
+    if (automatic) {
+        po.devices = devs;
+    } else {
+        po.pins = pins;
+        po.n_pins = 3;
+    }
     sy_plan *plan = NULL;
     if (sy_planner_plan(pl, g, &po, &plan) != SY_OK) {
         fprintf(stderr, "overlap: planning failed: %s\n", sy_planner_last_error(pl));
@@ -140,9 +148,14 @@ int main(int argc, char **argv)
     double check = 0;
     for (int64_t i = 0; i < K * M; i++)
         check += od[i];
-    printf("{\"median_s\": %.6f, \"predicted_s\": %.6f, \"serial_predicted_s\": %.6f, "
+    char alg[160];
+    snprintf(alg, sizeof alg, "%s", s.algorithm ? s.algorithm : "");
+    for (char *q = alg; *q; q++)
+        if (*q == '"' || *q == '\\')
+            *q = '\'';
+    printf("{\"algorithm\": \"%s\", \"median_s\": %.6f, \"predicted_s\": %.6f, \"serial_predicted_s\": %.6f, "
            "\"segments\": %u, \"checksum\": %.6f}\n",
-           t[runs / 2], s.predicted_s, s.compute_s + s.transfer_s, s.n_segments, check);
+           alg, t[runs / 2], s.predicted_s, s.compute_s + s.transfer_s, s.n_segments, check);
     sy_executor_destroy(ex);
     sy_plan_release(plan);
     sy_planner_destroy(pl);

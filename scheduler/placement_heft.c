@@ -31,8 +31,8 @@
 /* Kicks of the iterated local search (small problems only): the moves
  * above end in local minima that two branches trading devices with a
  * third node moving as well escape only together. */
-#define HEFT_KICKS 96u
-#define HEFT_KICKS_STALE 40u
+#define HEFT_KICKS 256u
+#define HEFT_KICKS_STALE 96u
 /* Transfers one node may need on one device (its distinct producers). */
 #define HEFT_MAX_XFERS 64u
 
@@ -231,6 +231,15 @@ static double heft_try(heft *h, const uint8_t *assign, uint32_t v, uint32_t d, s
         h->finish[v] = t + len;
     }
     return t + len;
+}
+
+/* Empties the timelines for another construction. */
+static void heft_reset(heft *h)
+{
+    for (uint32_t d = 0; d < h->pb->n_dev; d++)
+        h->dev[d].n = 0;
+    h->host.n = 0;
+    memset(h->moved, 0, h->pb->n);
 }
 
 static sy_status heft_place(heft *h, uint8_t *assign)
@@ -452,12 +461,14 @@ sy_status sy__sched_heft(const sy__sched_problem *pb, uint32_t async_mask, const
     uint8_t *cand = calloc((size_t)n + 1, 1), *best = calloc((size_t)n + 1, 1);
     uint8_t *saved = calloc((size_t)n + 1, 1);
     uint32_t *stack = malloc(((size_t)n + 1) * sizeof *stack);
+    double *base_rank = malloc(((size_t)n + 1) * sizeof *base_rank);
     if (!h.rank || !h.finish || !h.arrive || !h.moved || !h.heap || !cand || !best || !saved ||
-        !stack) {
+        !stack || !base_rank) {
         st = SY_E_NO_MEMORY;
         goto out_free;
     }
     heft_ranks(&h);
+    memcpy(base_rank, h.rank, sizeof *base_rank * n);
     st = heft_place(&h, cand);
     if (st != SY_OK)
         goto out_free;
@@ -503,23 +514,39 @@ sy_status sy__sched_heft(const sy__sched_problem *pb, uint32_t async_mask, const
     for (uint32_t kick = 0; search && n <= HEFT_SWAP_MAX_NODES && kick < HEFT_KICKS &&
                             stale < HEFT_KICKS_STALE;
          kick++) {
-        memcpy(cand, best, n);
-        for (uint32_t j = 0; j < 1 + kick % 4; j++) {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            uint32_t v = (uint32_t)(rng % n), d = (uint32_t)((rng >> 32) % D);
-            if (isfinite(sy__sched_cost(pb, v, d)))
-                cand[v] = (uint8_t)d;
+        if (kick % 2) {
+            /* HEFT again with its ranks jittered: another construction. */
+            for (uint32_t v = 0; v < n; v++) {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                h.rank[v] = base_rank[v] * (0.6 + 0.8 * (double)(rng >> 11) * 0x1p-53);
+            }
+            heft_reset(&h);
+            if (heft_place(&h, cand) != SY_OK)
+                break;
+        } else {
+            memcpy(cand, best, n);
+            for (uint32_t j = 0; j < 1 + kick % 5; j++) {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                uint32_t v = (uint32_t)(rng % n), d = (uint32_t)((rng >> 32) % D);
+                if (isfinite(sy__sched_cost(pb, v, d)))
+                    cand[v] = (uint8_t)d;
+            }
         }
         double t = sy__makespan_eval(&ws, cand);
         if (isfinite(t))
             t = heft_search(&ws, cand, t, stack, saved);
         stale++;
-        if (t < best_t * (1.0 - 1e-12)) {
+        /* Equal plans are taken too: the makespan has wide plateaus
+         * (a node off the critical path moves it not at all). */
+        if (t <= best_t) {
+            if (t < best_t * (1.0 - 1e-12))
+                stale = 0;
             best_t = t;
             memcpy(best, cand, n);
-            stale = 0;
         }
     }
     memcpy(out_assign, best, n);
@@ -541,6 +568,7 @@ out_free:
     free(best);
     free(saved);
     free(stack);
+    free(base_rank);
     sy__makespan_ws_deinit(&ws);
     return st;
 }

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "plan_internal.h"
+#include "plan_order.h"
 
 #define MIB (1024.0 * 1024.0)
 /* Rounds of moving nodes off over-full devices before giving up. */
@@ -427,6 +428,77 @@ static uint32_t over_budget(const sy__plan_ctx *c, const sy_plan_memory *mem, bo
     return worst;
 }
 
+/* Devices of |c| with events (bit per slot) when the overlapped schedule
+ * can differ from the summed one: the latency policy left to the planner,
+ * two or more devices of which at least one runs asynchronously, and
+ * independent branches in the graph.  0 otherwise. */
+static uint32_t overlap_devices(const sy__plan_ctx *c)
+{
+    if (c->req->algorithm != SY_PLAN_AUTO || c->req->policy != SY__POLICY_LATENCY || c->D < 2)
+        return 0;
+    uint32_t async = 0;
+    for (uint32_t d = 0; d < c->D; d++)
+        if (sy__plan_slot_has_events(c, d))
+            async |= 1u << d;
+    return async && sy__sched_has_branches(&c->pb) ? async : 0;
+}
+
+/* With devices that overlap work, also plans by HEFT for the overlapped
+ * step time and keeps whichever of that plan and *|p| (the DP's or the
+ * list scheduler's) plan_order.c predicts faster; a HEFT plan must fit
+ * the budgets too.  Says which won in the plan's algorithm line. */
+static sy_status planner_try_heft(sy__plan_ctx *c, sy_plan **p)
+{
+    uint32_t async = overlap_devices(c);
+    if (!async)
+        return SY_OK;
+    /* Node costs for the leaf homes the placement ended with. */
+    sy_status st = sy__ctx_problem(c);
+    uint8_t *kept = malloc(c->n_dec + 1);
+    if (st != SY_OK || !kept) {
+        free(kept);
+        return st != SY_OK ? st : sy__planner_fail(c->pl, SY_E_NO_MEMORY, "out of memory");
+    }
+    memcpy(kept, c->assign, c->n_dec);
+    const double first_s = (*p)->predicted_s;
+    const char *first = c->algorithm;
+    st = sy__sched_heft(&c->pb, async, kept, c->assign, NULL);
+    if (st != SY_OK) {
+        memcpy(c->assign, kept, c->n_dec);
+        free(kept);
+        return sy__planner_fail(c->pl, st, "heft failed: %s", sy_status_str(st));
+    }
+    sy_plan *q = NULL;
+    bool same = memcmp(kept, c->assign, c->n_dec) == 0;
+    if (!same) {
+        st = sy__plan_build(c, &q);
+        if (st != SY_OK) {
+            free(kept);
+            return st;
+        }
+    }
+    if (q && q->predicted_s < first_s * (1.0 - 1e-9) && over_budget(c, q->mem, true) == SY__NONE) {
+        snprintf(q->algorithm, sizeof q->algorithm,
+                 "heft with insertion: overlapped %.4g ms vs %.4g ms by %.60s", q->predicted_s * 1e3,
+                 first_s * 1e3, first);
+        sy_plan_release(*p);
+        *p = q;
+    } else {
+        size_t len = strlen((*p)->algorithm);
+        if (q)
+            snprintf((*p)->algorithm + len, sizeof (*p)->algorithm - len,
+                     "; kept over heft's plan (%.4g ms)", q->predicted_s * 1e3);
+        else
+            snprintf((*p)->algorithm + len, sizeof (*p)->algorithm - len,
+                     "; heft found none faster");
+        sy_plan_release(q);
+        memcpy(c->assign, kept, c->n_dec);
+        (*p)->planning_s = sy__now() - c->t_start;
+    }
+    free(kept);
+    return SY_OK;
+}
+
 /* Places and builds the plan, and while a device is over its budget moves
  * nodes off it and tries again.  Activations count as the arena the
  * executor will hold, which only a built plan knows; the sum of their
@@ -451,6 +523,10 @@ static sy_status planner_fit_memory(sy__plan_ctx *c, sy_plan **out_plan)
             if (st != SY_OK)
                 return st;
             worst = surely_fits ? SY__NONE : over_budget(c, p->mem, true);
+            if (worst == SY__NONE && (st = planner_try_heft(c, &p)) != SY_OK) {
+                sy_plan_release(p);
+                return st;
+            }
             if (worst == SY__NONE) {
                 if (round > 0) {
                     size_t len = strlen(p->algorithm);
