@@ -54,6 +54,7 @@ void sy__device_model_init(sy__device_model *m, uint32_t rt_index, const sy_devi
     m->active_w = profile && !isnan(profile->active_w) ? profile->active_w : active_w;
     m->idle_w = profile && !isnan(profile->idle_w) ? profile->idle_w : idle_w;
     m->power_measured = profile && !isnan(profile->active_w) && !isnan(profile->idle_w);
+    m->segment_s = profile && profile->launch_sync_s > 0 ? profile->launch_sync_s : 0.0;
     if (!profile)
         return;
     /* Most specific entry wins; among equals the later one (a profile

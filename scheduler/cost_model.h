@@ -86,8 +86,9 @@ typedef struct sy__profile {
     char origin[256];                                     /* file it came from */
     uint64_t hash;                                        /* of the JSON text: part of plan keys */
     double peak_flops, peak_bandwidth, launch_overhead_s; /* NAN: not given */
-    /* What a node launched and waited for alone costs beyond its share of
-     * a step (tune --validate adds it; 0 when not given). */
+    /* What a launch waited for costs beyond the shares of the nodes in it
+     * (0 when not given): paid once per segment of a plan, and by a node
+     * launched alone. */
     double launch_sync_s;
     double idle_w, active_w;                              /* NAN: not given */
     sy__op_entry *ops;
@@ -127,6 +128,7 @@ typedef struct sy__device_model {
     sy_device_desc desc;
     const sy__profile *profile;                  /* borrowed, may be NULL */
     double peak_flops, peak_bandwidth, launch_s; /* effective roofline figures */
+    double segment_s; /* a segment's own price on top of its nodes: launch_sync_s */
     double idle_w, active_w;                     /* effective power figures */
     bool power_measured;                         /* both came from the profile */
     /* Best profile entry per op and dtype (exact dtype, then any dtype,

@@ -305,6 +305,10 @@ static sy_status plan_steps(sy_plan *p, const sy__plan_ctx *c)
             s.predicted_s += p->nodes[p->order[o]].predicted_s;
             s.predicted_j += p->nodes[p->order[o]].predicted_j;
         }
+        /* Node costs are shares of a step; each launch waited for pays the
+         * device's launch_sync_s once on top (docs/profiles.md). */
+        s.predicted_s += c->dm[dev].segment_s;
+        p->compute_s += c->dm[dev].segment_s;
         p->n_segments++;
         st = push_step(p, &cap, &s);
         lo = hi;

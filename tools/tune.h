@@ -234,25 +234,27 @@ typedef struct tune_step_report {
      * nodes_s within [TUNE_MIN_FACTOR, TUNE_MAX_FACTOR], else 1): its share
      * of the step as one launch, what tune's points stand for. */
     double node_median_in_step, step_factor;
-    /* The profile's launch_sync_s: a node alone is predicted as its cost
-     * in a step plus this, the step as one launch as the sum plus it once. */
+    /* The device's price per launch in the plan (its profile's
+     * launch_sync_s): a node alone is predicted as its cost in the plan
+     * plus this. */
     double sync_s;
-    double predicted_s;       /* sum of the nodes' predictions + sync_s (one launch) */
+    double predicted_s;       /* the planner's step (sy_plan_summary.predicted_s) */
     double predicted_nodes_s; /* sum of the nodes' predictions as lone launches */
+    uint32_t n_transfers;     /* transfers in the plan (host inputs, ...) */
     double launch_s;    /* the step measured as one launch (what a session runs) */
     double nodes_s;     /* sum of the nodes measured one launch each */
 } tune_step_report;
 
-/* Predicts every node of |m|'s step (|T| tokens after |past|) with the
- * scheduler's model |dm| of device |dev| and measures it as tune does
- * (tune_time_sequence with tune_reps(o) passes).  With |report| (may be
- * NULL) prints the summary, a table per op family and, with o->verbose,
- * every node.  A device that cannot run the whole step gives SY_OK with
- * out->not_run set. */
-struct sy__device_model;
-sy_status tune_validate_step(sy_runtime *rt, uint32_t dev, const struct sy__device_model *dm,
-                             const sy_model *m, uint32_t T, uint32_t past, const tune_opts *o,
-                             FILE *report, tune_step_report *out);
+/* Plans |m|'s step (|T| tokens after |past|) on device |dev| alone with
+ * |pl| (holding the profile to validate; plans are made afresh) and
+ * measures it as tune does (tune_time_sequence with tune_reps(o) passes):
+ * the plan's node costs against each node, the plan's step against the
+ * step as one launch.  With |report| (may be NULL) prints the summary, a
+ * table per op family and, with o->verbose, every node.  A device that
+ * cannot run or plan the whole step gives SY_OK with out->not_run set. */
+sy_status tune_validate_step(sy_runtime *rt, uint32_t dev, sy_planner *pl, const sy_model *m,
+                             uint32_t T, uint32_t past, const tune_opts *o, FILE *report,
+                             tune_step_report *out);
 
 /* Prints the summary lines of |r| for device |device|. */
 void tune_print_step_report(const char *device, const tune_step_report *r, FILE *f);

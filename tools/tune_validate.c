@@ -1,8 +1,11 @@
-/* switchyard tune --validate: the scheduler's predictions (its own cost
- * model, sy__cost_node, on a loaded profile) against measurements of a
- * model's decode or prefill step, per node and per step.  Nodes are timed
- * exactly as tune times them (tune_time_sequence), and the step also as
- * one launch, which is what a session runs. */
+/* switchyard tune --validate: the scheduler's predictions against
+ * measurements of a model's decode or prefill step, per node and per step.
+ * The predictions are the planner's own: the step is planned on the one
+ * device (a planner holding the tuned profile), and the plan's per-node
+ * costs and its step time (segments with their launch_sync_s, transfers)
+ * are what is compared.  Nodes are timed exactly as tune times them
+ * (tune_time_sequence), and the step also as one launch, which is what a
+ * session runs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,9 +35,57 @@ static void tv_print_families(tv_family *fam, double meas_total, FILE *f)
     }
 }
 
-sy_status tune_validate_step(sy_runtime *rt, uint32_t dev, const sy__device_model *dm,
-                             const sy_model *m, uint32_t T, uint32_t past, const tune_opts *o,
-                             FILE *report, tune_step_report *out)
+/* Plans |g| on device |dev| alone; pred[i] gets each node's cost (0 for
+ * views), *out_sync the device's price per launch (a segment's time less
+ * its nodes'), *out_step_s the plan's step. */
+static sy_status tv_plan(sy_runtime *rt, uint32_t dev, sy_planner *pl, const sy_graph *g,
+                         double *pred, bool *unmeasured, double *out_sync, double *out_step_s,
+                         uint32_t *out_transfers)
+{
+    sy_device_desc d;
+    sy_status st = sy_runtime_query_device(rt, dev, &d);
+    if (st != SY_OK)
+        return st;
+    sy_plan_options po;
+    sy_plan_options_init(&po);
+    po.devices = d.name;
+    po.no_cache = true;
+    sy_plan *plan = NULL;
+    st = sy_planner_plan(pl, g, &po, &plan);
+    if (st != SY_OK)
+        return st;
+    uint32_t nn = sy_graph_node_count(g);
+    for (uint32_t i = 0; i < nn && st == SY_OK; i++) {
+        sy_plan_node_info ni;
+        st = sy_plan_query_node(plan, i, &ni);
+        pred[i] = st == SY_OK && !ni.is_view ? ni.predicted_s : 0.0;
+        unmeasured[i] = st == SY_OK && !ni.is_view && ni.unmeasured;
+    }
+    *out_sync = 0;
+    *out_transfers = 0;
+    for (uint32_t k = 0; k < sy_plan_step_count(plan) && st == SY_OK; k++) {
+        sy_plan_step_info si;
+        st = sy_plan_query_step(plan, k, &si);
+        if (st != SY_OK || si.kind != SY_PLAN_STEP_SEGMENT) {
+            *out_transfers += st == SY_OK;
+            continue;
+        }
+        double nodes = 0;
+        for (uint32_t j = 0; j < si.n_nodes; j++)
+            nodes += pred[si.nodes[j]];
+        *out_sync = si.predicted_s - nodes > 0 ? si.predicted_s - nodes : 0.0;
+    }
+    sy_plan_summary sum;
+    if (st == SY_OK)
+        st = sy_plan_query_summary(plan, &sum);
+    *out_step_s = st == SY_OK ? sum.predicted_s : 0.0;
+    sy_plan_release(plan);
+    return st;
+}
+
+sy_status tune_validate_step(sy_runtime *rt, uint32_t dev, sy_planner *pl, const sy_model *m,
+                             uint32_t T, uint32_t past, const tune_opts *o, FILE *report,
+                             tune_step_report *out)
 {
     memset(out, 0, sizeof *out);
     out->tokens = T;
@@ -63,13 +114,20 @@ sy_status tune_validate_step(sy_runtime *rt, uint32_t dev, const sy__device_mode
         st = SY_E_NO_MEMORY;
         goto out_free;
     }
+    double sync = 0, plan_s = 0;
+    st = tv_plan(rt, dev, pl, g, pred, unmeasured, &sync, &plan_s, &out->n_transfers);
+    if (st != SY_OK) {
+        out->not_run = true;
+        snprintf(out->why, sizeof out->why, "not planned: %s", sy_planner_last_error(pl));
+        st = SY_OK;
+        goto out_free;
+    }
     st = tune_time_sequence(b, g, tune_reps(o), meas, &out->launch_s);
     if (st != SY_OK)
         goto out_free;
     /* A node's prediction is its share of a step; launched and waited
-     * for alone it also pays the device's launch_sync_s, and so does a
-     * step as one launch, once. */
-    const double sync = dm->profile ? dm->profile->launch_sync_s : 0.0;
+     * for alone it is a segment of its own and pays the device's
+     * launch_sync_s, as the plan's one segment does once. */
     out->sync_s = sync;
     uint32_t ne = 0;
     double abs_sum = 0;
@@ -77,9 +135,7 @@ sy_status tune_validate_step(sy_runtime *rt, uint32_t dev, const sy__device_mode
         const sy_node *n = sy_graph_node(g, i);
         if (sy_op_is_view(n->op))
             continue;
-        pred[i] = sy__cost_node(dm, n, &unmeasured[i]);
         out->n_unmeasured += unmeasured[i];
-        out->predicted_s += pred[i];
         pred[i] += sync;
         out->predicted_nodes_s += pred[i];
         out->nodes_s += meas[i];
@@ -89,7 +145,7 @@ sy_status tune_validate_step(sy_runtime *rt, uint32_t dev, const sy__device_mode
         fam[n->op].pred += pred[i];
         fam[n->op].meas += meas[i];
     }
-    out->predicted_s += sync;
+    out->predicted_s = plan_s;
     out->n_nodes = ne;
     out->node_weighted = out->nodes_s > 0 ? abs_sum / out->nodes_s : 0;
     /* Each family's errors in one slice of fam_err. */
@@ -123,7 +179,11 @@ sy_status tune_validate_step(sy_runtime *rt, uint32_t dev, const sy__device_mode
     }
     out->node_median_in_step = sy__quantile(err, ne, 0.5);
     if (report) {
-        tune_print_step_report(dm->desc.name, out, report);
+        {
+            sy_device_desc d;
+            sy_runtime_query_device(rt, dev, &d);
+            tune_print_step_report(d.name, out, report);
+        }
         tv_print_families(fam, out->nodes_s, report);
     }
     if (report && o->verbose) {
@@ -171,9 +231,10 @@ void tune_print_step_report(const char *device, const tune_step_report *r, FILE 
             100 * r->node_median, 100 * r->node_p90, 100 * r->node_weighted, r->sync_s * 1e6,
             100 * r->node_median_in_step, r->step_factor);
     fprintf(f,
-            "    step: predicted %.3f ms, measured %.3f ms as one launch (%+.1f%%) | predicted "
-            "%.3f ms, measured %.3f ms node by node (%+.1f%%)\n",
-            r->predicted_s * 1e3, r->launch_s * 1e3,
+            "    step: predicted %.3f ms by the plan (%u transfer%s), measured %.3f ms as one "
+            "launch (%+.1f%%) | predicted %.3f ms, measured %.3f ms node by node (%+.1f%%)\n",
+            r->predicted_s * 1e3, r->n_transfers, r->n_transfers == 1 ? "" : "s",
+            r->launch_s * 1e3,
             r->launch_s > 0 ? 100 * (r->predicted_s - r->launch_s) / r->launch_s : 0.0,
             r->predicted_nodes_s * 1e3, r->nodes_s * 1e3,
             r->nodes_s > 0 ? 100 * (r->predicted_nodes_s - r->nodes_s) / r->nodes_s : 0.0);

@@ -234,15 +234,15 @@ Test(cost_shapes, interpolates_linearly_between_the_points_of_the_nodes_group)
  * speed says anything about the model. */
 /* The larger error of the decode and prefill step predicted by |dm|,
  * each against its measured step; |why| gets the figures. */
-static double validate_once(sy_runtime *rt, sy_model *m, const sy__device_model *dm,
-                            const tune_opts *o, char *why, size_t why_size)
+static double validate_once(sy_runtime *rt, sy_model *m, sy_planner *pl, const tune_opts *o,
+                            char *why, size_t why_size)
 {
     const uint32_t steps[2][2] = {{1, 64}, {32, 0}};
     double worst = 0;
     size_t used = 0;
     for (uint32_t k = 0; k < 2; k++) {
         tune_step_report r;
-        cr_assert_eq(tune_validate_step(rt, 0, dm, m, steps[k][0], steps[k][1], o, NULL, &r),
+        cr_assert_eq(tune_validate_step(rt, 0, pl, m, steps[k][0], steps[k][1], o, NULL, &r),
                      SY_OK, "%s", sy_runtime_last_error(rt));
         cr_assert_not(r.not_run, "%s", r.why);
         cr_expect_eq(r.n_unmeasured, 0u, "nodes without a measurement");
@@ -271,21 +271,24 @@ static double tune_and_validate(sy_runtime *rt, sy_model *m, char *why, size_t w
     tune_device_info info = {.device = "cpu", .plugin = "cpu", .version = "test"};
     char *json = NULL;
     cr_assert_eq(tune_profile_json(&info, &s, &json), SY_OK);
-    char err[512] = "";
-    sy__profile *prof = NULL;
-    cr_assert_eq(sy__profile_parse(json, strlen(json), "tuned", &prof, err, sizeof err), SY_OK,
-                 "%s", err);
-    sy_device_desc desc;
-    sy_runtime_query_device(rt, 0, &desc);
-    sy__device_model *dm = calloc(1, sizeof *dm);
-    sy__device_model_init(dm, 0, &desc, prof);
+    /* The planner's own prediction: the profile loaded as sessions load it. */
+    char path[] = "/tmp/sy-tune-profile-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    cr_assert_not_null(f);
+    cr_assert_geq(fputs(json, f), 0);
+    cr_assert_eq(fclose(f), 0);
+    sy_planner *pl = NULL;
+    cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
+    cr_assert_eq(sy_planner_load_profile(pl, path), SY_OK, "%s", sy_planner_last_error(pl));
     double worst = INFINITY;
     for (int again = 0; again < 2 && worst > 0.25; again++) {
-        double e = validate_once(rt, m, dm, &o, why, why_size);
+        double e = validate_once(rt, m, pl, &o, why, why_size);
         worst = e < worst ? e : worst;
     }
-    free(dm);
-    sy__profile_destroy(prof);
+    sy_planner_destroy(pl);
+    unlink(path);
     free(json);
     tune_samples_free(&s);
     return worst;

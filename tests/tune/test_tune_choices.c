@@ -211,3 +211,64 @@ Test(tune_options, run_hands_the_profiles_options_to_the_plugin_unless_the_user_
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_expect_eq(system(cmd), 0);
 }
+
+/* The predicted step of |g| on the cpu alone with a profile whose
+ * launch_sync_s is |sync_s|; *out_segments gets the plan's segments. */
+static double planned_step(sy_runtime *rt, const sy_graph *g, double sync_s,
+                           uint32_t *out_segments)
+{
+    char *json = write_profile("cpu", sync_s, "SWITCHYARD_CPU_MATMUL_ROWS", "64");
+    char path[] = "/tmp/sy-tune-sync-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    close(fd);
+    save(path, json);
+    free(json);
+    sy_planner *pl = NULL;
+    cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
+    cr_assert_eq(sy_planner_load_profile(pl, path), SY_OK, "%s", sy_planner_last_error(pl));
+    unlink(path);
+    sy_plan_options po;
+    sy_plan_options_init(&po);
+    po.devices = "cpu";
+    po.no_cache = true;
+    sy_plan *plan = NULL;
+    cr_assert_eq(sy_planner_plan(pl, g, &po, &plan), SY_OK, "%s", sy_planner_last_error(pl));
+    sy_plan_summary sum;
+    cr_assert_eq(sy_plan_query_summary(plan, &sum), SY_OK);
+    *out_segments = sum.n_segments;
+    sy_plan_release(plan);
+    sy_planner_destroy(pl);
+    return sum.predicted_s;
+}
+
+Test(tune_sync, the_planner_charges_the_profiles_launch_sync_once_per_segment)
+{
+    sy_runtime_options ro;
+    sy_runtime_options_init(&ro);
+    ro.plugin_path = SY_TEST_CPU_PLUGIN;
+    ro.no_default_paths = true;
+    sy_runtime *rt = NULL;
+    cr_assert_eq(sy_runtime_create(&ro, &rt), SY_OK);
+    sy_graph *g = NULL;
+    cr_assert_eq(sy_graph_create(&g), SY_OK);
+    const int64_t ne[4] = {1000, 1, 1, 1}; /* the profile's one point */
+    sy_tensor *a = NULL, *b = NULL, *x = NULL, *y = NULL;
+    cr_assert_eq(sy_graph_add_tensor(g, "a", SY_DTYPE_F32, 1, ne, SY_ROLE_INPUT, NULL, &a), SY_OK);
+    cr_assert_eq(sy_graph_add_tensor(g, "b", SY_DTYPE_F32, 1, ne, SY_ROLE_INPUT, NULL, &b), SY_OK);
+    sy_tensor *in[2] = {a, b};
+    cr_assert_eq(sy_graph_add_node(g, SY_OP_ADD, "x", in, 2, NULL, &x), SY_OK);
+    in[0] = x;
+    cr_assert_eq(sy_graph_add_node(g, SY_OP_ADD, "y", in, 2, NULL, &y), SY_OK);
+    cr_assert_eq(sy_graph_freeze(g), SY_OK);
+    uint32_t seg0 = 0, seg1 = 0;
+    double without = planned_step(rt, g, 0, &seg0);
+    double with = planned_step(rt, g, 40e-6, &seg1);
+    cr_assert_eq(seg0, 1u, "one device, one segment");
+    cr_assert_eq(seg1, 1u);
+    /* Two adds of one measured point each (1 us) and the launch once. */
+    cr_expect_float_eq(without, 2e-6, 1e-9, "%g", without);
+    cr_expect_float_eq(with - without, 40e-6, 1e-9, "%g - %g", with, without);
+    sy_graph_destroy(g);
+    sy_runtime_destroy(rt);
+}
