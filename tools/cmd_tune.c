@@ -128,28 +128,6 @@ static void profile_path(const char *dir, const char *device, char *out, size_t 
     snprintf(out, size, "%s/%s.json", dir, name);
 }
 
-static char *read_all(const char *path, size_t *out_len)
-{
-    *out_len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = '\0';
-        *out_len = (size_t)n;
-    }
-    return buf;
-}
-
 /* What tune chose for one device before timing its ops. */
 typedef struct tune_choices {
     char device[SY_NAME_MAX];
@@ -165,6 +143,8 @@ static const char *const cpu_rows[] = {"32", "16", "64"};
 static const char *const ocl_matvec_cpu[] = {"rows", "groups"};
 static const char *const ocl_matvec_gpu[] = {"groups", "rows"};
 
+static const char *const ocl_matvec_wg[] = {"auto", "16", "64", "8", "256"};
+
 static void print_option(const tune_option *t)
 {
     printf("%s (prefill %u tokens + %u decode steps, medians of alternating rounds):", t->name,
@@ -173,6 +153,26 @@ static void print_option(const tune_option *t)
         printf(" %s: %.1f ms + %u x %.2f ms%s", t->values[k], t->prefill_s[k] * 1e3,
                t->decode_steps, t->decode_s[k] * 1e3, k + 1 < t->n ? ";" : "");
     printf(" -> %s\n", t->values[t->best]);
+}
+
+/* Tunes plugin setting |name| over |values| unless the user set it;
+ * appends it to |out| and returns it, or NULL. */
+static const tune_option *choose_option(const char *model, const char *plugin, const char *device,
+                                        const char *name, const char *const *values,
+                                        uint32_t n_values, const tune_opts *o, tune_choices *out)
+{
+    if (getenv(name) && getenv(name)[0]) {
+        printf("%s: %s set by the environment, not tuned\n", device, name);
+        return NULL;
+    }
+    if (out->n_options >= TUNE_MAX_OPTIONS)
+        return NULL;
+    tune_option *t = &out->options[out->n_options];
+    if (tune_plugin_option(model, plugin, device, name, values, n_values, o, t) != SY_OK)
+        return NULL;
+    out->n_options++;
+    print_option(t);
+    return t;
 }
 
 /* Chooses device |dev|'s settings with the model (threads, plugin
@@ -203,34 +203,30 @@ static void choose(sy_runtime *rt, uint32_t dev, const sy_probe *probe, const tu
                    tt->decode_steps, tt->decode_s[k] * 1e3, k + 1 < tt->n ? ";" : "");
         printf(" -> %u\n", tt->best);
     }
-    const char *plugin = NULL, *name = NULL;
-    const char *const *values = NULL;
-    uint32_t n_values = 0;
-    if (cpu) {
-        plugin = "cpu", name = "SWITCHYARD_CPU_MATMUL_ROWS", values = cpu_rows;
-        n_values = sizeof cpu_rows / sizeof cpu_rows[0];
-    } else if (pd && strcmp(pd->plugin, "opencl") == 0) {
-        /* The plugin's default first: rows on CPU runtimes, groups else. */
-        plugin = "opencl", name = "SWITCHYARD_OPENCL_MATVEC";
-        values = d.kind == SY_DEVICE_CPU ? ocl_matvec_cpu : ocl_matvec_gpu;
-        n_values = 2;
-    }
-    if (!plugin)
-        return;
-    if (getenv(name) && getenv(name)[0]) {
-        printf("%s: %s set by the environment, not tuned\n", d.name, name);
-        return;
-    }
     char threads[16];
     bool set_threads = cpu && out->has_threads && !user_threads;
     if (set_threads) {
         snprintf(threads, sizeof threads, "%u", out->threads.best);
         setenv("SWITCHYARD_THREADS", threads, 1);
     }
-    tune_option *t = &out->options[0];
-    if (tune_plugin_option(a->model, plugin, d.name, name, values, n_values, &o, t) == SY_OK) {
-        out->n_options = 1;
-        print_option(t);
+    if (cpu) {
+        choose_option(a->model, "cpu", d.name, "SWITCHYARD_CPU_MATMUL_ROWS", cpu_rows,
+                      sizeof cpu_rows / sizeof cpu_rows[0], &o, out);
+    } else if (pd && strcmp(pd->plugin, "opencl") == 0) {
+        /* The kernel first (the plugin's default first: rows on CPU
+         * runtimes, groups else), then its work-group with the kernel
+         * chosen. */
+        const tune_option *mv = choose_option(
+            a->model, "opencl", d.name, "SWITCHYARD_OPENCL_MATVEC",
+            d.kind == SY_DEVICE_CPU ? ocl_matvec_cpu : ocl_matvec_gpu, 2, &o, out);
+        const char *user_mv = getenv("SWITCHYARD_OPENCL_MATVEC");
+        const bool set_mv = mv && !(user_mv && user_mv[0]);
+        if (set_mv)
+            setenv("SWITCHYARD_OPENCL_MATVEC", mv->values[mv->best], 1);
+        choose_option(a->model, "opencl", d.name, "SWITCHYARD_OPENCL_MATVEC_WG", ocl_matvec_wg,
+                      a->quick ? 3u : sizeof ocl_matvec_wg / sizeof ocl_matvec_wg[0], &o, out);
+        if (set_mv)
+            unsetenv("SWITCHYARD_OPENCL_MATVEC");
     }
     if (set_threads)
         unsetenv("SWITCHYARD_THREADS");
@@ -343,36 +339,30 @@ static int validate(sy_runtime *rt, uint32_t first, uint32_t last, sy_model *m, 
         sy_runtime_query_device(rt, dev, &d);
         char path[1200];
         profile_path(dir, d.name, path, sizeof path);
-        size_t len;
-        char *json = read_all(path, &len);
-        if (!json) {
+        if (access(path, R_OK) != 0) {
             printf("  %s: no profile at %s\n", d.name, path);
             continue;
         }
-        char err[512];
-        sy__profile *prof = NULL;
-        sy_status st = sy__profile_parse(json, len, path, &prof, err, sizeof err);
-        free(json);
+        sy_planner *pl = NULL;
+        sy_status st = sy_planner_create(rt, &pl);
+        if (st == SY_OK)
+            st = sy_planner_load_profile(pl, path);
         if (st != SY_OK) {
-            printf("  %s: %s\n", d.name, err);
+            printf("  %s: %s\n", d.name, pl ? sy_planner_last_error(pl) : sy_status_str(st));
+            sy_planner_destroy(pl);
             rc = 1;
             continue;
         }
-        sy__device_model *dm = calloc(1, sizeof *dm);
-        if (dm) {
-            sy__device_model_init(dm, dev, &d, prof);
-            uint32_t steps[2][2] = {{1, a->past}, {a->tokens, 0}};
-            for (uint32_t k = 0; k < 2; k++) {
-                tune_step_report r;
-                if (tune_validate_step(rt, dev, dm, m, steps[k][0], steps[k][1], &o, stdout, &r) !=
-                    SY_OK) {
-                    printf("  %s: validation failed: %s\n", d.name, sy_runtime_last_error(rt));
-                    rc = 1;
-                }
+        uint32_t steps[2][2] = {{1, a->past}, {a->tokens, 0}};
+        for (uint32_t k = 0; k < 2; k++) {
+            tune_step_report r;
+            if (tune_validate_step(rt, dev, pl, m, steps[k][0], steps[k][1], &o, stdout, &r) !=
+                SY_OK) {
+                printf("  %s: validation failed: %s\n", d.name, sy_runtime_last_error(rt));
+                rc = 1;
             }
         }
-        free(dm);
-        sy__profile_destroy(prof);
+        sy_planner_destroy(pl);
     }
     return rc;
 }

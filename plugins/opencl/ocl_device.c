@@ -12,6 +12,10 @@
  *                                 row per work-item (default on CPU devices)
  *                                 or a work-group reduction per row (default
  *                                 on GPUs)
+ *   SWITCHYARD_OPENCL_MATVEC_WG=auto|N  work-group size of that kernel: a
+ *                                 power of two up to 256 (capped by what the
+ *                                 kernel allows), or the runtime's choice
+ *                                 (rows) and the row length's (groups)
  *   SWITCHYARD_OPENCL_PROFILE=1   time every kernel (events on the queue) and
  *                                 log the totals per kernel at exit
  *   SWITCHYARD_OPENCL_BREAK=<family>  test hook: that program fails to build
@@ -264,6 +268,9 @@ static void ocl_describe_device(ocl_state *s, ocl_dev *d, uint32_t index)
         d->row_matvec = true;
     else if (s->matvec_override == 2)
         d->row_matvec = false;
+    if (s->matvec_wg)
+        ocl_log(s, SY_LOG_DEBUG, "%s: single-token matmul by %s, work-group %u", desc->name,
+                d->row_matvec ? "rows" : "groups", s->matvec_wg);
     ocl_fmt(d->build_options, sizeof d->build_options, "%s%s%s",
              d->cl12 ? "-cl-std=CL1.2 " : "", d->fp64 ? "-DSY_FP64=1 " : "",
              d->correct_div_sqrt ? "-cl-fp32-correctly-rounded-divide-sqrt" : "");
@@ -433,6 +440,17 @@ sy_status ocl_device_init(const sy_host *host, void **out_state)
         s->matvec_override = 2;
     else if (matvec && *matvec)
         ocl_log(s, SY_LOG_WARN, "ignoring SWITCHYARD_OPENCL_MATVEC='%s' (rows or groups)", matvec);
+    const char *wg = getenv("SWITCHYARD_OPENCL_MATVEC_WG");
+    if (wg && *wg && strcmp(wg, "auto") != 0) {
+        char *end = NULL;
+        unsigned long v = strtoul(wg, &end, 10);
+        if (end && *end == '\0' && v >= 1 && v <= OCL_MAX_WG && (v & (v - 1)) == 0)
+            s->matvec_wg = (uint32_t)v;
+        else
+            ocl_log(s, SY_LOG_WARN,
+                    "ignoring SWITCHYARD_OPENCL_MATVEC_WG='%s' (auto or a power of two up to %d)",
+                    wg, OCL_MAX_WG);
+    }
     const char *profile = getenv("SWITCHYARD_OPENCL_PROFILE");
     s->profile = profile && strcmp(profile, "1") == 0;
     const char *broken = getenv("SWITCHYARD_OPENCL_BREAK");

@@ -190,6 +190,7 @@ typedef struct ocl_state {
     bool force_discrete;  /* SWITCHYARD_OPENCL_DISCRETE=1 */
     bool profile;         /* SWITCHYARD_OPENCL_PROFILE=1 */
     int matvec_override;  /* SWITCHYARD_OPENCL_MATVEC: 0 auto, 1 rows, 2 groups */
+    uint32_t matvec_wg;   /* SWITCHYARD_OPENCL_MATVEC_WG: work-group size, 0 auto */
 } ocl_state;
 
 /* Logs |fmt| through the host at |level|.  Never prints by itself. */

@@ -340,10 +340,16 @@ static sy_status ocl_launch_matmul(ocl_state *s, ocl_dev *d, const sy_node *node
         ocl_arg_ref(&a, &wr);
         ocl_arg_ref(&a, &xr);
         ocl_arg_ref(&a, &yr);
-        const size_t global[3] = {(size_t)N, batches, (size_t)((M + OCL_MV_M - 1) / OCL_MV_M)};
-        return ocl_enqueue(s, d, mvr, &a, 3, global, NULL, why);
+        /* The runtime's choice of work-group unless one is set
+         * (SWITCHYARD_OPENCL_MATVEC_WG): then rows are padded to whole
+         * groups, and the kernel skips the rows past N. */
+        const size_t ls = s->matvec_wg ? ocl_group(d, mvr, s->matvec_wg) : 0;
+        const size_t rows = ls ? ((size_t)N + ls - 1) / ls * ls : (size_t)N;
+        const size_t global[3] = {rows, batches, (size_t)((M + OCL_MV_M - 1) / OCL_MV_M)};
+        const size_t local[3] = {ls, 1, 1};
+        return ocl_enqueue(s, d, mvr, &a, 3, global, ls ? local : NULL, why);
     }
-    const size_t ls = ocl_group(d, mv, (uint64_t)(K + 7) / 8);
+    const size_t ls = ocl_group(d, mv, s->matvec_wg ? s->matvec_wg : (uint64_t)(K + 7) / 8);
     ocl_args a = {d->kernels[mv], 0, CL_SUCCESS};
     ocl_arg_ref(&a, &wr);
     ocl_arg_ref(&a, &xr);

@@ -246,11 +246,15 @@ static void oc_log(void *user, sy_log_level level, const char *msg)
 
 sy_runtime *oc_runtime(ocase *tc, bool discrete)
 {
-    return oc_runtime_cfg(tc, discrete, NULL);
+    return oc_runtime_cfg(tc, discrete, NULL, NULL);
 }
 
-sy_runtime *oc_runtime_cfg(ocase *tc, bool discrete, const char *matvec)
+sy_runtime *oc_runtime_cfg(ocase *tc, bool discrete, const char *matvec, const char *wg)
 {
+    if (wg)
+        setenv("SWITCHYARD_OPENCL_MATVEC_WG", wg, 1);
+    else
+        unsetenv("SWITCHYARD_OPENCL_MATVEC_WG");
     if (discrete)
         setenv("SWITCHYARD_OPENCL_DISCRETE", "1", 1);
     else
@@ -271,6 +275,7 @@ sy_runtime *oc_runtime_cfg(ocase *tc, bool discrete, const char *matvec)
     sy_status st = sy_runtime_create(&opts, &rt);
     unsetenv("SWITCHYARD_OPENCL_DISCRETE");
     unsetenv("SWITCHYARD_OPENCL_MATVEC");
+    unsetenv("SWITCHYARD_OPENCL_MATVEC_WG");
     cr_assert_eq(st, SY_OK, "runtime create failed: %s", sy_status_name(st));
     return rt;
 }
@@ -371,12 +376,15 @@ void oc_run_expect(ocase *tc, otol tl, sy_status expect)
 
     static const struct {
         bool discrete;
-        const char *matvec;
-    } cfgs[] = {{false, NULL}, {true, NULL}, {false, "rows"}, {false, "groups"}};
-    const size_t n_cfgs = tc->only_unified ? 1 : tc->both_matvec ? 4 : 2;
+        const char *matvec, *wg;
+    } cfgs[] = {{false, NULL, NULL},   {true, NULL, NULL},     {false, "rows", NULL},
+                {false, "groups", NULL}, {false, "rows", "16"}, {false, "groups", "16"}};
+    /* Matmuls also run with each kernel forced, and with a set work-group
+     * (16: rows not a multiple of it are padded to whole groups). */
+    const size_t n_cfgs = tc->only_unified ? 1 : tc->both_matvec ? 6 : 2;
     for (size_t c = 0; c < n_cfgs; c++) {
         const bool discrete = cfgs[c].discrete;
-        sy_runtime *rt = oc_runtime_cfg(tc, discrete, cfgs[c].matvec);
+        sy_runtime *rt = oc_runtime_cfg(tc, discrete, cfgs[c].matvec, cfgs[c].wg);
         uint32_t devs[16];
         const uint32_t n = oc_devices(rt, devs);
         cr_assert_gt(n, 0, "no OpenCL device (SWITCHYARD_PLUGIN_PATH=%s); log:\n%s",
@@ -388,8 +396,9 @@ void oc_run_expect(ocase *tc, otol tl, sy_status expect)
             memset(&d, 0, sizeof d);
             sy_runtime_query_device(rt, devs[i], &d);
             char where[96];
-            snprintf(where, sizeof where, "%s%s%s%s", d.name, discrete ? ", discrete" : "",
-                     cfgs[c].matvec ? ", matvec " : "", cfgs[c].matvec ? cfgs[c].matvec : "");
+            snprintf(where, sizeof where, "%s%s%s%s%s%s", d.name, discrete ? ", discrete" : "",
+                     cfgs[c].matvec ? ", matvec " : "", cfgs[c].matvec ? cfgs[c].matvec : "",
+                     cfgs[c].wg ? ", work-group " : "", cfgs[c].wg ? cfgs[c].wg : "");
             oc_run_device(tc, rt, devs[i], where, tl, expect);
         }
         sy_runtime_destroy(rt);

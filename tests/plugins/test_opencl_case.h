@@ -84,8 +84,8 @@ void oc_state(ocase *tc, sy_tensor *t);
  * forced discrete when |discrete| (SWITCHYARD_OPENCL_DISCRETE=1). */
 sy_runtime *oc_runtime(ocase *tc, bool discrete);
 /* Same, with SWITCHYARD_OPENCL_MATVEC set to |matvec| ("rows", "groups")
- * unless NULL. */
-sy_runtime *oc_runtime_cfg(ocase *tc, bool discrete, const char *matvec);
+ * and SWITCHYARD_OPENCL_MATVEC_WG to |wg| ("16") unless NULL. */
+sy_runtime *oc_runtime_cfg(ocase *tc, bool discrete, const char *matvec, const char *wg);
 /* Number of "opencl:N" devices of |rt|; their indices in |out| (up to 16). */
 uint32_t oc_devices(const sy_runtime *rt, uint32_t out[16]);
 

@@ -75,6 +75,29 @@ Test(opencl_device, reports_pocl_as_the_cpu_it_is)
     sy_runtime_destroy(rt);
 }
 
+Test(opencl_device, takes_the_matvec_work_group_from_the_environment)
+{
+    ocase tc;
+    memset(&tc, 0, sizeof tc);
+    sy_runtime *rt = oc_runtime_cfg(&tc, false, "rows", "32");
+    uint32_t devs[16];
+    const uint32_t n = oc_devices(rt, devs);
+    cr_assert_gt(n, 0, "no OpenCL device; log:\n%s", tc.log);
+    for (uint32_t i = 0; i < n; i++) {
+        sy_device_desc d;
+        sy_runtime_query_device(rt, devs[i], &d);
+        char want[SY_NAME_MAX + 64];
+        snprintf(want, sizeof want, "%s: single-token matmul by rows, work-group 32", d.name);
+        cr_expect(strstr(tc.log, want), "no '%s' in the log:\n%s", want, tc.log);
+    }
+    sy_runtime_destroy(rt);
+    /* Not a power of two: refused with a warning, the runtime's choice kept. */
+    rt = oc_runtime_cfg(&tc, false, "groups", "48");
+    cr_expect(strstr(tc.log, "ignoring SWITCHYARD_OPENCL_MATVEC_WG='48'"), "log:\n%s", tc.log);
+    cr_expect_null(strstr(tc.log, "work-group 48"), "log:\n%s", tc.log);
+    sy_runtime_destroy(rt);
+}
+
 Test(opencl_device, describes_memory_as_discrete_when_forced)
 {
     ocase tc;
