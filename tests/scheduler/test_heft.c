@@ -267,32 +267,3 @@ Test(heft, has_branches_tells_a_chain_from_a_fork)
     cr_assert(sy__sched_has_branches(&pb));
     sy__sched_problem_deinit(&pb);
 }
-
-Test(heft, zz_debug_dump)
-{
-    const char *tr = getenv("DBG_TRIAL");
-    if (!tr)
-        return;
-    uint64_t seed = st_fresh_seed();
-    uint32_t trial = (uint32_t)atoi(tr);
-    uint64_t rng = seed + trial * 0x2545ull;
-    uint32_t lo = 2, hi = 10;
-    uint32_t n = st_range(&rng, lo, hi), D = st_range(&rng, 2, 3);
-    uint32_t async = random_async(&rng, D);
-    sy__sched_problem pb;
-    st_random_problem(&pb, n, D, trial % 4 ? ST_DAG : ST_SERIES_PARALLEL, 0.2, &rng);
-    uint8_t h[16], opt[16];
-    double span;
-    sy__sched_heft(&pb, async, NULL, h, &span);
-    sy__sched_exhaustive_makespan(&pb, async, opt);
-    printf("n %u D %u async %x heft %g opt %g\n", n, D, async, span, sy__sched_makespan(&pb, async, opt));
-    for (uint32_t v = 0; v < n; v++) {
-        printf("node %u: heft %u opt %u cost", v, h[v], opt[v]);
-        for (uint32_t d = 0; d < D; d++) printf(" %.1f", sy__sched_cost(&pb, v, d));
-        printf(" in:");
-        for (uint32_t e = pb.in_start[v]; e < pb.in_start[v + 1]; e++) printf(" %u", pb.in_list[e]);
-        printf(" xfer:");
-        for (uint32_t s = 0; s < D; s++) for (uint32_t d = 0; d < D; d++) if (s != d) printf(" %u>%u=%.1f", s, d, sy__sched_xfer(&pb, v, s, d));
-        printf("\n");
-    }
-}

@@ -2,8 +2,8 @@
  * testdev built with events): where the graph has independent branches
  * it also plans by HEFT for the overlapped step time, keeps whichever of
  * that plan and the DP's plan_order.c predicts faster and says which in
- * the algorithm line; a chain, or devices without events, plan as
- * before. */
+ * the algorithm line; a chain, devices without events, or one device
+ * with events beside synchronous ones, plan as before. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
@@ -166,6 +166,14 @@ Test(planner_overlap, a_chain_or_devices_without_events_keep_the_dps_plan)
     cr_assert_eq(sy_plan_query_summary(plan, &s), SY_OK);
     cr_assert_null(strstr(s.algorithm, "heft"), "%s", s.algorithm);
     cr_assert(fabs(s.predicted_s - (s.compute_s + s.transfer_s)) <= 1e-12 + 1e-9 * s.predicted_s);
+    sy_plan_release(plan);
+    /* One device with events beside the cpu: not asked either (it may
+     * share the cpu's cores; see planner.c). */
+    sy_plan_options_init(&o);
+    o.devices = "cpu,asyncdev";
+    plan = st_plan(pl, t.g, &o);
+    cr_assert_eq(sy_plan_query_summary(plan, &s), SY_OK);
+    cr_assert_null(strstr(s.algorithm, "heft"), "%s", s.algorithm);
     sy_plan_release(plan);
     two_branch_free(&t);
     sy_planner_destroy(pl);
