@@ -287,6 +287,38 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 KV_TYPES = ("f32", "f16", "q8_0", "q4_0")
 
 
+# Elements a Q8_0/Q4_0 cache rounds within KV_NEAR_TOL (in quant steps) of
+# a rounding boundary, counted by kv_round since the last reset: there a
+# key computed a float rounding apart (another summation order) can land
+# on the neighbouring quant, so the caches of two correct implementations
+# differ by one step in that element.  Measured: over 9 llama F32 synth
+# seeds ~1 element in 5 runs lies within 1e-5 steps (5 per run within
+# 1e-4); oracle seed 18969714's Q4_0 case failed the float thresholds
+# (rel L2 1.3e-2) with exactly one element within 3e-6 steps.
+KV_NEAR_TOL = 1e-5
+KV_NEAR = {"count": 0}
+
+
+def _count_near_boundary(rows: np.ndarray, kv_type: str) -> int:
+    blocks = rows.reshape(-1, 32).astype(np.float32)
+    if kv_type == "q4_0":
+        # gguf: d = signed max / -8, q = trunc(x / d + 8.5): boundaries at
+        # integers of x / d + 8.5 (ties resolve upwards).
+        idx = np.argmax(np.abs(blocks), axis=1)
+        mx = blocks[np.arange(len(blocks)), idx]
+        d = mx / -8
+    else:
+        # gguf: d = absmax / 127, q = round(x / d): boundaries at halves.
+        d = np.abs(blocks).max(axis=1) / 127
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(d[:, None] == 0, 0.0, blocks / d[:, None])
+    frac = np.abs((t + (8.5 if kv_type == "q4_0" else 0.5)) % 1.0)
+    near = np.minimum(frac, 1.0 - frac) < KV_NEAR_TOL
+    if kv_type == "q4_0":
+        near &= (t > -8.5) & (t < 7.5)  # beyond these the clip decides
+    return int(near.sum())
+
+
 def kv_round(x: np.ndarray, kv_type: str) -> np.ndarray:
     if kv_type == "f32":
         return x
@@ -294,6 +326,7 @@ def kv_round(x: np.ndarray, kv_type: str) -> np.ndarray:
         return x.astype(np.float16).astype(x.dtype)
     qt = {"q8_0": GGMLQuantizationType.Q8_0, "q4_0": GGMLQuantizationType.Q4_0}[kv_type]
     rows = x.astype(np.float32).reshape(-1, x.shape[-1])
+    KV_NEAR["count"] += _count_near_boundary(rows, kv_type)
     back = gguf.quants.dequantize(gguf.quants.quantize(rows, qt), qt)
     return back.reshape(x.shape).astype(x.dtype)
 
