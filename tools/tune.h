@@ -111,11 +111,13 @@ typedef struct tune_threads {
  * a runtime of its own, all alive together), and the value that serves a
  * prompt of prefill_tokens plus decode_steps generated tokens fastest
  * (the first value, the plugin's default, unless another is faster by
- * TUNE_OPTION_MARGIN).
+ * TUNE_OPTION_MARGIN; a value TUNE_OPTION_DROP times slower than the best
+ * in the first round is not timed again).
  * Stored in the profile's "options" (docs/profiles.md); `run`, `bench`
  * and `plan` set it before the plugin starts unless the user did. */
 #define TUNE_MAX_OPTION_VALUES 6u
 #define TUNE_OPTION_MARGIN 0.03
+#define TUNE_OPTION_DROP 1.5 /* after the first round, slower than this x the best: dropped */
 #define TUNE_MAX_OPTIONS 4u
 
 typedef struct tune_option {

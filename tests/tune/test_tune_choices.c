@@ -133,6 +133,16 @@ Test(tune_options, round_trip_through_the_profile_and_the_scheduler_loader)
     cr_expect_eq(tune_profile_options(path, "opencl:1", record, &s), -1,
                  "another device's profile");
     cr_expect_eq(s.n, 0);
+    free(json);
+    /* The OpenCL work-group tune chooses reads back the same way (the
+     * plugin's side: opencl_device.takes_the_matvec_work_group_from_the_environment). */
+    json = write_profile("opencl:0", 41e-6, "SWITCHYARD_OPENCL_MATVEC_WG", "64");
+    save(path, json);
+    s.n = 0;
+    cr_expect_eq(tune_profile_options(path, "opencl:0", record, &s), 1);
+    cr_assert_eq(s.n, 1);
+    cr_expect_str_eq(s.names[0], "SWITCHYARD_OPENCL_MATVEC_WG");
+    cr_expect_str_eq(s.values[0], "64");
     unlink(path);
     cr_expect_eq(tune_profile_options(path, NULL, record, &s), -1, "a missing file");
     free(json);
