@@ -303,15 +303,14 @@ CPU_QD void cpu_z_decode(int kind, const uint8_t *w, int64_t k, cpu_qg_row *r)
 }
 
 /* The micro-kernel of the formats with one (scale, min) per 32 elements:
- * |nr| (1..CPU_QGEMM_ROWS) decoded rows against two panels of 16, so a
- * panel load serves every row and a weight broadcast both panels.  Per
- * block the int32 sums of the hi plane are kept in one register per row
- * and panel, shifted by 7 and then take the lo plane's products (q16:
- * 128 * hi + lo, as cpu_z_join); then sum * d is scaled by the row's
- * scale and the min term added.  out[r][c] for c in 0..32. */
-CPU_QD void cpu_z_rows_panels2(const int nr, const int planes, const cpu_qg_row *rows,
-                               const uint8_t *p0, const uint8_t *p1, int64_t nb,
-                               float out[][2 * CPU_Z_COLS])
+ * |nr| (1..CPU_QGEMM_ROWS) decoded rows against |npan| (1 or 2) panels of
+ * 16 at |pan|, so a panel load serves every row and a weight broadcast
+ * every panel.  Per block the int32 sums of the hi plane are kept in one
+ * register per row and panel, shifted by 7 and then take the lo plane's
+ * products (q16: 128 * hi + lo, as cpu_z_join); then sum * d is scaled by
+ * the row's scale and the min term added.  out[r][16 * j + c]. */
+CPU_QD void cpu_z_rows_panels(const int nr, const int npan, const int planes, const cpu_qg_row *rows,
+                              const uint8_t *const *pan, int64_t nb, float out[][2 * CPU_Z_COLS])
 {
     const size_t block_bytes = cpu_z_block_bytes(planes);
     __m512 acc[CPU_QGEMM_ROWS][2];
@@ -319,7 +318,7 @@ CPU_QD void cpu_z_rows_panels2(const int nr, const int planes, const cpu_qg_row 
     for (int r = 0; r < nr; r++)
         acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *pa = p0 + b * block_bytes, *pb = p1 + b * block_bytes;
+        const uint8_t *pb[2] = {pan[0] + b * block_bytes, pan[npan - 1] + b * block_bytes};
         __m512i s[CPU_QGEMM_ROWS][2];
 #pragma GCC unroll 8
         for (int r = 0; r < nr; r++)
@@ -327,61 +326,83 @@ CPU_QD void cpu_z_rows_panels2(const int nr, const int planes, const cpu_qg_row 
 #pragma GCC unroll 8
         for (int pl = 0; pl < planes; pl++) {
             if (pl == 1) {
+                /* Broadcast the weights again rather than keep 32
+                 * registers of them across the planes (spills). */
+                __asm__ volatile("" ::: "memory");
 #pragma GCC unroll 8
-                for (int r = 0; r < nr; r++) {
-                    s[r][0] = _mm512_slli_epi32(s[r][0], 7);
-                    s[r][1] = _mm512_slli_epi32(s[r][1], 7);
-                }
+                for (int r = 0; r < nr; r++)
+#pragma GCC unroll 2
+                    for (int j = 0; j < npan; j++)
+                        s[r][j] = _mm512_slli_epi32(s[r][j], 7);
             }
 #pragma GCC unroll 8
             for (int g = 0; g < 8; g++) {
                 const size_t at = (size_t)pl * CPU_Z_PLANE_BYTES + 64 * (size_t)g;
-                const __m512i xa = cpu_z_load(pa + at), xb = cpu_z_load(pb + at);
+                __m512i x[2];
+#pragma GCC unroll 2
+                for (int j = 0; j < npan; j++)
+                    x[j] = cpu_z_load(pb[j] + at);
 #pragma GCC unroll 8
                 for (int r = 0; r < nr; r++) {
                     const __m512i wg = _mm512_set1_epi32((int)cpu_qd_u32(rows[r].q + 32 * b + 4 * g));
-                    s[r][0] = _mm512_dpbusd_epi32(s[r][0], wg, xa);
-                    s[r][1] = _mm512_dpbusd_epi32(s[r][1], wg, xb);
+#pragma GCC unroll 2
+                    for (int j = 0; j < npan; j++)
+                        s[r][j] = _mm512_dpbusd_epi32(s[r][j], wg, x[j]);
                 }
             }
         }
-        const float *fa = (const float *)(pa + planes * CPU_Z_PLANE_BYTES);
-        const float *fb = (const float *)(pb + planes * CPU_Z_PLANE_BYTES);
-        const __m512 da = _mm512_loadu_ps(fa), dsa = _mm512_loadu_ps(fa + CPU_Z_COLS);
-        const __m512 db = _mm512_loadu_ps(fb), dsb = _mm512_loadu_ps(fb + CPU_Z_COLS);
+        __m512 d[2], ds[2];
+#pragma GCC unroll 2
+        for (int j = 0; j < npan; j++) {
+            const float *f = (const float *)(pb[j] + planes * CPU_Z_PLANE_BYTES);
+            d[j] = _mm512_loadu_ps(f);
+            ds[j] = _mm512_loadu_ps(f + CPU_Z_COLS);
+        }
 #pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
             const __m512 sc = _mm512_set1_ps(rows[r].scale[b]), mn = _mm512_set1_ps(rows[r].min[b]);
-            acc[r][0] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s[r][0]), da), sc, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s[r][1]), db), sc, acc[r][1]);
-            acc[r][0] = _mm512_fmadd_ps(dsa, mn, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(dsb, mn, acc[r][1]);
+#pragma GCC unroll 2
+            for (int j = 0; j < npan; j++) {
+                acc[r][j] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s[r][j]), d[j]), sc, acc[r][j]);
+                acc[r][j] = _mm512_fmadd_ps(ds[j], mn, acc[r][j]);
+            }
         }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) {
-        _mm512_storeu_ps(out[r], acc[r][0]);
-        _mm512_storeu_ps(out[r] + CPU_Z_COLS, acc[r][1]);
-    }
+    for (int r = 0; r < nr; r++)
+#pragma GCC unroll 2
+        for (int j = 0; j < npan; j++)
+            _mm512_storeu_ps(out[r] + CPU_Z_COLS * j, acc[r][j]);
 }
 
-/* cpu_z_rows_panels2 with |nr| a constant in every call. */
-CPU_QD void cpu_z_rows_panels2_n(int nr, const int planes, const cpu_qg_row *rows,
-                                 const uint8_t *p0, const uint8_t *p1, int64_t nb,
-                                 float out[][2 * CPU_Z_COLS])
+/* cpu_z_rows_panels with |nr| and |npan| constants in every call. */
+CPU_QD void cpu_z_rows_panels_n(int nr, int npan, const int planes, const cpu_qg_row *rows,
+                                const uint8_t *const *pan, int64_t nb, float out[][2 * CPU_Z_COLS])
 {
-    switch (nr) {
+    switch (nr * 2 + npan - 1) {
+    case 9:
+        cpu_z_rows_panels(4, 2, planes, rows, pan, nb, out);
+        break;
+    case 8:
+        cpu_z_rows_panels(4, 1, planes, rows, pan, nb, out);
+        break;
+    case 7:
+        cpu_z_rows_panels(3, 2, planes, rows, pan, nb, out);
+        break;
+    case 6:
+        cpu_z_rows_panels(3, 1, planes, rows, pan, nb, out);
+        break;
+    case 5:
+        cpu_z_rows_panels(2, 2, planes, rows, pan, nb, out);
+        break;
     case 4:
-        cpu_z_rows_panels2(4, planes, rows, p0, p1, nb, out);
+        cpu_z_rows_panels(2, 1, planes, rows, pan, nb, out);
         break;
     case 3:
-        cpu_z_rows_panels2(3, planes, rows, p0, p1, nb, out);
-        break;
-    case 2:
-        cpu_z_rows_panels2(2, planes, rows, p0, p1, nb, out);
+        cpu_z_rows_panels(1, 2, planes, rows, pan, nb, out);
         break;
     default:
-        cpu_z_rows_panels2(1, planes, rows, p0, p1, nb, out);
+        cpu_z_rows_panels(1, 1, planes, rows, pan, nb, out);
         break;
     }
 }
@@ -418,10 +439,9 @@ CPU_QD void cpu_z_gemm(int kind, const uint8_t *w, size_t w_stride, int64_t rows
             cpu_z_decode(kind, w + (size_t)(n + i) * w_stride, k, &r[i]);
         for (int p = 0; p < np; p += 2) {
             float out[CPU_QGEMM_ROWS][2 * CPU_Z_COLS];
-            const uint8_t *p0 = panels + (size_t)p * panel_bytes;
-            /* An odd panel out pairs with itself. */
-            const uint8_t *p1 = p + 1 < np ? p0 + panel_bytes : p0;
-            cpu_z_rows_panels2_n(nr, planes, r, p0, p1, k / 32, out);
+            const uint8_t *pan[2] = {panels + (size_t)p * panel_bytes,
+                                     panels + (size_t)(p + 1) * panel_bytes};
+            cpu_z_rows_panels_n(nr, p + 1 < np ? 2 : 1, planes, r, pan, k / 32, out);
             const int c1 = (p + 2) * CPU_Z_COLS < ncols ? (p + 2) * CPU_Z_COLS : ncols;
             for (int c = p * CPU_Z_COLS; c < c1; c++)
                 for (int i = 0; i < nr; i++)
