@@ -31,8 +31,8 @@
 /* Kicks of the iterated local search (small problems only): the moves
  * above end in local minima that two branches trading devices with a
  * third node moving as well escape only together. */
-#define HEFT_KICKS 256u
-#define HEFT_KICKS_STALE 96u
+#define HEFT_KICKS 640u
+#define HEFT_KICKS_STALE 240u
 /* Transfers one node may need on one device (its distinct producers). */
 #define HEFT_MAX_XFERS 64u
 
@@ -401,7 +401,7 @@ static bool try_swap_runs(sy__makespan_ws *ws, uint8_t *assign, uint32_t v, uint
  * device (a branch changing device), while the simulated makespan drops;
  * returns it. */
 static double heft_search(sy__makespan_ws *ws, uint8_t *assign, double best, uint32_t *stack,
-                          uint8_t *saved)
+                          uint8_t *saved, bool swaps)
 {
     const sy__sched_problem *pb = ws->pb;
     bool improved = true;
@@ -417,7 +417,7 @@ static double heft_search(sy__makespan_ws *ws, uint8_t *assign, double best, uin
         for (uint32_t v = 0; v < pb->n; v++)
             for (uint32_t d = 0; d < pb->n_dev; d++)
                 improved |= try_run_move(ws, assign, v, d, stack, saved, &best);
-        for (uint32_t v = 0; pb->n <= HEFT_SWAP_MAX_NODES && v < pb->n; v++)
+        for (uint32_t v = 0; swaps && pb->n <= HEFT_SWAP_MAX_NODES && v < pb->n; v++)
             for (uint32_t w = v + 1; w < pb->n; w++)
                 improved |= try_swap_runs(ws, assign, v, w, stack, saved, &best);
     }
@@ -497,7 +497,7 @@ sy_status sy__sched_heft(const sy__sched_problem *pb, uint32_t async_mask, const
         if (k == 0 || search) {
             double t = sy__makespan_eval(&ws, cand);
             if (search && isfinite(t))
-                t = heft_search(&ws, cand, t, stack, saved);
+                t = heft_search(&ws, cand, t, stack, saved, true);
             if (t < best_t) {
                 best_t = t;
                 memcpy(best, cand, n);
@@ -538,7 +538,7 @@ sy_status sy__sched_heft(const sy__sched_problem *pb, uint32_t async_mask, const
         }
         double t = sy__makespan_eval(&ws, cand);
         if (isfinite(t))
-            t = heft_search(&ws, cand, t, stack, saved);
+            t = heft_search(&ws, cand, t, stack, saved, false);
         stale++;
         /* Equal plans are taken too: the makespan has wide plateaus
          * (a node off the critical path moves it not at all). */
