@@ -3,7 +3,8 @@
  * reports (issue 7) and what the decode roofline (issue 8) divides by.
  *
  *   membw [--mib 64,256,1024] [--threads 1,2] [--kernels probe,scalar,avx2,avx512]
- *         [--streams 1,2,4] [--huge 0,1] [--prefetch 0,1] [--passes N] [--rounds R]
+ *         [--streams 1,2,4] [--huge 0,1,2] [--prefetch 0,1] [--passes N] [--rounds R]
+ *         [--seg MIB] [--file PATH]
  *
  * Every combination of the lists is one configuration. A configuration's
  * buffer is allocated, optionally madvise(MADV_HUGEPAGE)d, and first touched
@@ -22,10 +23,14 @@
  * accumulators per stream. Streams split a thread's part into S
  * contiguous pieces read in lockstep (more prefetch streams in flight).
  * Prefetch 1 adds a software prefetch 2 KiB ahead of each stream.
+ * --huge 2 reads the first --mib of --file instead, mapped as the model
+ * loader maps a GGUF file (read-only, MAP_PRIVATE: page-cache pages) and
+ * read once before timing.
  * Not a test: its figures depend on the machine and its load. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <fcntl.h>
 #include <hwloc.h>
 #include <immintrin.h>
 #include <pthread.h>
@@ -34,7 +39,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MIB (1024ull * 1024ull)
 #define MAX_LIST 8
@@ -277,6 +284,7 @@ int main(int argc, char **argv)
 {
     unsigned mib[MAX_LIST] = {1024}, thr[MAX_LIST] = {1, 2}, ker[MAX_LIST] = {K_PROBE, K_AVX512};
     unsigned str[MAX_LIST] = {1}, huge[MAX_LIST] = {0, 1}, pf[MAX_LIST] = {0};
+    const char *file = NULL;
     unsigned nm = 1, nt = 2, nk = 2, ns = 1, nh = 2, np = 1, passes = 2, rounds = 3, seg_mib = 16;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *o = argv[i], *v = argv[i + 1];
@@ -289,6 +297,7 @@ int main(int argc, char **argv)
         else if (!strcmp(o, "--passes")) passes = (unsigned)atoi(v);
         else if (!strcmp(o, "--rounds")) rounds = (unsigned)atoi(v);
         else if (!strcmp(o, "--seg")) seg_mib = (unsigned)atoi(v);
+        else if (!strcmp(o, "--file")) file = v;
         else {
             fprintf(stderr, "membw: unknown option %s\n", o);
             return 2;
@@ -306,9 +315,24 @@ int main(int argc, char **argv)
         max_mib = mib[a] > max_mib ? mib[a] : max_mib;
     if (!seg_mib || seg_mib > max_mib)
         return fprintf(stderr, "membw: --seg must be 1..largest --mib\n"), 2;
-    unsigned char *bufs[2] = {NULL, NULL};
+    unsigned char *bufs[3] = {NULL, NULL, NULL};
     for (unsigned e = 0; e < nh; e++) {
-        unsigned h = huge[e] ? 1 : 0;
+        unsigned h = huge[e] > 2 ? 1 : huge[e];
+        if (h == 2 && !bufs[2]) {
+            /* Reading past the end of the file would fault (SIGBUS). */
+            int fd = file ? open(file, O_RDONLY) : -1;
+            struct stat st;
+            void *m = fd >= 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size >= max_mib * MIB
+                          ? mmap(NULL, max_mib * MIB, PROT_READ, MAP_PRIVATE, fd, 0)
+                          : MAP_FAILED;
+            if (fd >= 0)
+                close(fd);
+            if (m == MAP_FAILED)
+                return fprintf(stderr, "membw: --huge 2 needs a --file of at least %u MiB\n", max_mib), 1;
+            bufs[2] = m;
+            read_probe(m, max_mib * MIB, 1, 0);
+            continue;
+        }
         if (!bufs[h] && !(bufs[h] = map_buffer(max_mib * MIB, h)))
             return fprintf(stderr, "membw: cannot map %u MiB\n", max_mib), 1;
     }
@@ -330,7 +354,7 @@ int main(int argc, char **argv)
                         }
     for (unsigned r = 0; r < rounds; r++)
         for (unsigned i = 0; i < n_cfg; i++)
-            run_config(topo, &cfg[i], bufs[cfg[i].huge ? 1 : 0], seg_mib * MIB / cfg[i].threads, passes);
+            run_config(topo, &cfg[i], bufs[cfg[i].huge > 2 ? 1 : cfg[i].huge], seg_mib * MIB / cfg[i].threads, passes);
     printf("%6s %3s %-7s %3s %4s %3s %8s %8s %8s\n", "MiB", "thr", "kernel", "str", "huge", "pf",
            "median", "p90", "best");
     for (unsigned i = 0; i < n_cfg; i++) {
