@@ -223,6 +223,84 @@ Test(cost_shapes, interpolates_linearly_between_the_points_of_the_nodes_group)
     cr_expect_float_eq(s, 4.0e-4, 4e-6, "predicted %g s", s);
 }
 
+/* Attention of |T| query tokens (9 heads of 64) over |S| cached rows. */
+static sy_graph *attention_graph(int64_t T, int64_t S)
+{
+    sy_graph *g = NULL;
+    cr_assert_eq(sy_graph_create(&g), SY_OK);
+    int64_t qn[3] = {64, 9, T}, kn[3] = {64, 3, S};
+    sy_tensor *q = NULL, *k = NULL, *v = NULL, *y = NULL;
+    cr_assert_eq(sy_graph_add_tensor(g, "q", SY_DTYPE_F32, 3, qn, SY_ROLE_INPUT, NULL, &q), SY_OK);
+    cr_assert_eq(sy_graph_add_tensor(g, "k", SY_DTYPE_F16, 3, kn, SY_ROLE_KV, NULL, &k), SY_OK);
+    cr_assert_eq(sy_graph_add_tensor(g, "v", SY_DTYPE_F16, 3, kn, SY_ROLE_KV, NULL, &v), SY_OK);
+    sy_tensor *in[3] = {q, k, v};
+    sy_op_params p = {.i = {S - T, 0}, .f = {0.125f}};
+    cr_assert_eq(sy_graph_add_node(g, SY_OP_ATTENTION, "attn", in, 3, &p, &y), SY_OK);
+    cr_assert_eq(sy_graph_freeze(g), SY_OK);
+    return g;
+}
+
+/* Appends a profile point of attention (|T| tokens over |S| rows) taking
+ * |seconds| to |json|. */
+static void attention_point(char *json, size_t size, int64_t T, int64_t S, double seconds)
+{
+    sy_graph *g = attention_graph(T, S);
+    char label[SY__COST_SHAPE_MAX], group[SY__COST_GROUP_MAX];
+    sy__cost_shape_label(sy_graph_node(g, 0), label, sizeof label);
+    sy__cost_shape_group(sy_graph_node(g, 0), group, sizeof group);
+    uint64_t flops = 0, bytes = 0;
+    sy_op_cost(sy_graph_node(g, 0), &flops, &bytes);
+    size_t used = strlen(json);
+    snprintf(json + used, size - used,
+             "%s{\"shape\": \"%s\", \"group\": \"%s\", \"flops\": %llu, \"bytes\": %llu,"
+             " \"seconds\": %g}",
+             json[used - 1] == '[' ? "" : ", ", label, group, (unsigned long long)flops,
+             (unsigned long long)bytes, seconds);
+    sy_graph_destroy(g);
+}
+
+Test(cost_shapes, decode_attention_is_its_own_group_apart_from_prefill)
+{
+    char label[SY__COST_SHAPE_MAX], group[SY__COST_GROUP_MAX];
+    sy_graph *g = attention_graph(1, 129);
+    sy__cost_shape_group(sy_graph_node(g, 0), group, sizeof group);
+    cr_expect_str_eq(group, "64x9 t1");
+    sy_graph_destroy(g);
+    g = attention_graph(16, 16);
+    sy__cost_shape_group(sy_graph_node(g, 0), group, sizeof group);
+    cr_expect_str_eq(group, "64x9");
+    sy_graph_destroy(g);
+    /* PoCL's figures: decode over 129 and 513 rows, prefill of 16 and 24
+     * tokens (whose work lies between them, far slower per unit of it).
+     * Decode over 301 rows follows the decode points' line alone. */
+    char json[4096] = "{\"schema\": \"switchyard-profile\", \"format_version\": 1, "
+                      "\"version\": \"t\", \"device\": \"cpu\", \"ops\": [{\"op\": "
+                      "\"attention\", \"dtype\": \"f32\", \"points\": [";
+    attention_point(json, sizeof json, 1, 129, 464e-6);
+    attention_point(json, sizeof json, 1, 513, 1722e-6);
+    attention_point(json, sizeof json, 16, 16, 400e-6);
+    attention_point(json, sizeof json, 24, 24, 785e-6);
+    snprintf(json + strlen(json), sizeof json - strlen(json), "]}]}");
+    char err[512] = "";
+    sy__profile *prof = NULL;
+    cr_assert_eq(sy__profile_parse(json, strlen(json), "test", &prof, err, sizeof err), SY_OK,
+                 "%s", err);
+    sy_device_desc desc = {.kind = SY_DEVICE_CPU};
+    snprintf(desc.name, sizeof desc.name, "cpu");
+    sy__device_model *dm = calloc(1, sizeof *dm);
+    sy__device_model_init(dm, 0, &desc, prof);
+    g = attention_graph(1, 301);
+    sy__cost_shape_label(sy_graph_node(g, 0), label, sizeof label);
+    bool unmeasured = true;
+    double s = sy__cost_node(dm, sy_graph_node(g, 0), &unmeasured);
+    double line = 464e-6 + (1722e-6 - 464e-6) * (301.0 - 129.0) / (513.0 - 129.0);
+    cr_expect_float_eq(s, line, 0.02 * line, "%s: predicted %g s, the decode line %g s", label, s,
+                       line);
+    sy_graph_destroy(g);
+    free(dm);
+    sy__profile_destroy(prof);
+}
+
 /* ----------------------------------------- a tuned profile predicts steps */
 
 /* The issue's guard: tune a small synthetic model on the CPU (quick), then
