@@ -41,6 +41,12 @@ typedef struct tune_step_note {
      * the factor that makes the rest add up to the step (scale). */
     double sync_s, scale;
     bool applied;
+    /* The lower decile of the nodes' lone times (0: not known).  A price
+     * every lone launch pays cannot exceed what the fastest launches take:
+     * sync_s is capped at it (on the CPU a lone kv_write takes 0.1 us, so
+     * a step's 1-2 us saving per node is no wait but time that the
+     * longer nodes lose alone, and is left to scale). */
+    double alone_low_s;
 } tune_step_note;
 
 typedef struct tune_samples {
@@ -212,12 +218,16 @@ sy_status tune_time_sequence(sy_bench *b, sy_graph *g, uint32_t reps, double *ou
  * scale that makes the nodes add up to the step as one launch.  Neither
  * is applied (applied false, sync_s 0, scale 1) when the scale falls
  * outside [TUNE_MIN_FACTOR, TUNE_MAX_FACTOR]: other processes preempted
- * the launches. */
+ * the launches.  sync_s is capped at n->alone_low_s when that is set. */
 void tune_step_split(tune_step_note *n, uint32_t n_nodes, double sync_s);
 
 /* A node's share of the step as one launch from its time alone:
  * (alone - sync_s) * scale, never under a quarter of the lone time. */
 double tune_node_in_step(const tune_step_note *n, double alone_s);
+
+/* The lower decile of the positive entries of |t|[0..n) (0 when none):
+ * tune_step_note.alone_low_s of a step's lone node times. */
+double tune_alone_low(const double *t, uint32_t n);
 
 /* The median sync_s of |s|'s applied decode steps, or 0. */
 double tune_launch_sync(const tune_samples *s);

@@ -245,6 +245,8 @@ void tune_step_split(tune_step_note *n, uint32_t n_nodes, double sync_s)
         sync_s = n_nodes > 1 && n->nodes_s > n->launch_s
                      ? (n->nodes_s - n->launch_s) / (double)(n_nodes - 1)
                      : 0.0;
+    if (n->alone_low_s > 0 && sync_s > n->alone_low_s)
+        sync_s = n->alone_low_s;
     if (!(n->nodes_s - n_nodes * sync_s > 0))
         sync_s = 0;
     double rest = n->nodes_s - n_nodes * sync_s;
@@ -259,6 +261,18 @@ double tune_node_in_step(const tune_step_note *n, double alone_s)
     double in = (alone_s - n->sync_s) * n->scale;
     double floor = alone_s * TUNE_MIN_FACTOR * 0.5;
     return in > floor ? in : floor;
+}
+
+double tune_alone_low(const double *t, uint32_t n)
+{
+    double *v = calloc(n + 1u, sizeof *v);
+    uint32_t k = 0;
+    for (uint32_t i = 0; v && i < n; i++)
+        if (t[i] > 0)
+            v[k++] = t[i];
+    double low = k ? sy__quantile(v, k, 0.1) : 0.0;
+    free(v);
+    return low;
 }
 
 double tune_launch_sync(const tune_samples *s)
@@ -293,7 +307,7 @@ static sy_status tb_model_inplace(sy_bench *b, sy_graph *g, uint32_t step_tokens
         n_run += t[i] > 0;
     }
     tune_step_note note = {.tokens = step_tokens, .past = step_past, .launch_s = launch_s,
-                           .nodes_s = nodes_s};
+                           .nodes_s = nodes_s, .alone_low_s = tune_alone_low(t, nn)};
     tune_step_split(&note, n_run, step_tokens == 1 ? -1.0 : out->launch_sync_s);
     if (st == SY_OK && out->n_steps < TUNE_MAX_STEPS) {
         out->steps[out->n_steps++] = note;

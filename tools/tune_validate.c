@@ -167,7 +167,7 @@ sy_status tune_validate_step(sy_runtime *rt, uint32_t dev, sy_planner *pl, const
      * launch_sync_s), which is what a profile's points stand for on a
      * device whose lone launches pay a wait the step pays once. */
     tune_step_note note = {.tokens = T, .past = past, .launch_s = out->launch_s,
-                           .nodes_s = out->nodes_s};
+                           .nodes_s = out->nodes_s, .alone_low_s = tune_alone_low(meas, nn)};
     tune_step_split(&note, out->n_nodes, sync);
     out->step_factor = note.scale;
     ne = 0;

@@ -53,6 +53,26 @@ Test(tune_split, a_step_slower_than_its_nodes_saves_nothing_per_launch)
     cr_expect_eq(p.scale, 1.0);
 }
 
+Test(tune_split, the_price_per_launch_is_capped_by_the_fastest_launches)
+{
+    /* The CPU's decode: 574 nodes alone 5.8 ms, one launch 5.3 ms, yet a
+     * tenth of its nodes take 0.2 us or less alone: the 0.9 us saved per
+     * node is no price every launch pays, so at most 0.2 us is taken for
+     * it and the scale carries the rest. */
+    tune_step_note n = {.tokens = 1, .launch_s = 5.3e-3, .nodes_s = 5.8e-3, .alone_low_s = 0.2e-6};
+    tune_step_split(&n, 574, -1.0);
+    cr_assert(n.applied);
+    cr_expect_float_eq(n.sync_s, 0.2e-6, 1e-15);
+    cr_expect_float_eq((n.nodes_s - 574 * n.sync_s) * n.scale + n.sync_s, n.launch_s, 1e-12);
+    /* PoCL's: every launch takes 45 us or more, the 48 us wait stands. */
+    tune_step_note p = {.tokens = 1, .launch_s = 52.7e-3, .nodes_s = 80.6e-3, .alone_low_s = 56e-6};
+    tune_step_split(&p, 574, -1.0);
+    cr_expect_float_eq(p.sync_s, 27.9e-3 / 573, 1e-12);
+    /* The lower decile of the positive lone times. */
+    double t[12] = {0, 5, 1, 2, 3, 4, 6, 7, 8, 9, 10, 0};
+    cr_expect_float_eq(tune_alone_low(t, 12), 1.9, 1e-12);
+}
+
 Test(tune_split, the_device_figure_is_the_median_of_its_decode_steps)
 {
     tune_samples s = {0};
