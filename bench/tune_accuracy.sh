@@ -10,11 +10,14 @@
 #
 # usage: bench/tune_accuracy.sh [-m MODEL] [-d "cpu opencl:0"] [--rounds 3]
 #                               [--quick] [--held-out "300 40"] [--prio] [-B BUILD_DIR]
+#                               [--keep DIR]
 # --prio runs every tune and validation under SCHED_RR priority 1 (needs
 #   root): on a machine other work keeps busy, this is the only way to see
 #   the device instead of the neighbours.  Off by default: it starves
 #   everything else on the machine while it runs.
 # --held-out "PAST TOKENS": the untuned shapes (default "300 40").
+# --keep DIR: keep every round's profiles and outputs in DIR (with --verbose
+#   validations there, per node; default: a temporary directory, removed).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build
@@ -24,6 +27,7 @@ rounds=3
 quick=""
 held="300 40"
 prio=()
+keep=""
 while [ $# -gt 0 ]; do
     case $1 in
     -m) model=$2; shift 2 ;;
@@ -33,14 +37,23 @@ while [ $# -gt 0 ]; do
     --held-out) held=$2; shift 2 ;;
     --prio) prio=(chrt -r 1); shift ;;
     -B) build=$2; shift 2 ;;
+    --keep) keep=$2; shift 2 ;;
     *) echo "tune_accuracy.sh: unknown option '$1'" >&2; exit 2 ;;
     esac
 done
 sy=$build/tools/switchyard
 [ -x "$sy" ] || { echo "tune_accuracy.sh: no $sy (build first, or -B)" >&2; exit 1; }
 read -r held_past held_tokens <<<"$held"
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+if [ -n "$keep" ]; then
+    mkdir -p "$keep"
+    out=$(cd "$keep" && pwd)
+    rm -f "$out/rows.txt"
+    verbose=--verbose
+else
+    out=$(mktemp -d)
+    trap 'rm -rf "$out"' EXIT
+    verbose=""
+fi
 # The summary lines of one validation as "step node_median launch_err nodes_err".
 summarize() {
     awk '
@@ -60,10 +73,11 @@ for ((r = 1; r <= rounds; r++)); do
     for dev in $devices; do
         dir=$out/$r-${dev//:/_}
         mkdir -p "$dir"
+        uptime >"$dir/load.txt"
         "${prio[@]}" "$sy" tune --device "$dev" -m "$model" $quick --out "$dir" >"$dir/tune.txt" 2>&1
-        "${prio[@]}" "$sy" tune --device "$dev" -m "$model" $quick --validate --no-tune \
+        "${prio[@]}" "$sy" tune --device "$dev" -m "$model" $quick --validate --no-tune $verbose \
             --out "$dir" >"$dir/tuned.txt" 2>&1
-        "${prio[@]}" "$sy" tune --device "$dev" -m "$model" $quick --validate --no-tune \
+        "${prio[@]}" "$sy" tune --device "$dev" -m "$model" $quick --validate --no-tune $verbose \
             --out "$dir" --past "$held_past" --tokens "$held_tokens" >"$dir/held.txt" 2>&1
         { summarize <"$dir/tuned.txt"; summarize <"$dir/held.txt" | sed 's/^/held:/'; } |
             sed "s|^|$dev |" >>"$out/rows.txt"
