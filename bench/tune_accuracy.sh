@@ -66,7 +66,9 @@ summarize() {
         /step: predicted/ {
             l = $0; sub(/.*as one launch \(/, "", l); sub(/%.*/, "", l)
             n = $0; sub(/.*node by node \(/, "", n); sub(/%.*/, "", n)
-            print step, med, l, n, ins
+            q = "-"
+            if ($0 ~ /their IQR /) { q = $0; sub(/.*their IQR /, "", q); sub(/%.*/, "", q) }
+            print step, med, l, n, ins, q
         }'
 }
 for ((r = 1; r <= rounds; r++)); do
@@ -88,8 +90,8 @@ load=$(cut -d' ' -f1 /proc/loadavg)
 echo
 echo "$(basename "$model"), $rounds round(s)${quick:+, quick}${prio:+, SCHED_RR}; load average now $load on $(nproc) CPUs"
 echo "held-out shapes: decode after $held_past tokens, prefill of $held_tokens (the tune ran neither)"
-printf '| device | step | per-node median |error| (vs node alone) | (vs its share of the step) | step vs one launch | step vs nodes alone |\n'
-printf '| --- | --- | ---: | ---: | ---: | ---: |\n'
+printf '| device | step | per-node median |error| (vs node alone) | (vs its share of the step) | step vs one launch | step vs nodes alone | one-launch IQR |\n'
+printf '| --- | --- | ---: | ---: | ---: | ---: | ---: |\n'
 awk '
     function median(list,   n, a, i, j, t) {
         n = split(list, a, " ")
@@ -104,13 +106,16 @@ awk '
         launch[key] = launch[key] " " absv($4)
         nodes[key] = nodes[key] " " absv($5)
         share[key] = share[key] " " $6
+        if ($7 != "-" && $7 != "") iqr[key] = iqr[key] " " $7
     }
     END {
         for (i = 1; i <= n; i++) {
             split(order[i], k, SUBSEP)
-            printf "| %s | %s | %.1f%% | %.1f%% | %.1f%% | %.1f%% |\n", k[1], k[2],
+            printf "| %s | %s | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %s |\n", k[1], k[2],
                    median(med[order[i]]), median(share[order[i]]), median(launch[order[i]]),
-                   median(nodes[order[i]])
+                   median(nodes[order[i]]),
+                   order[i] in iqr ? sprintf("%.1f%%", median(iqr[order[i]])) : "-"
         }
     }' "$out/rows.txt"
-echo "(step errors are medians of |error| over the rounds)"
+echo "(step errors are medians of |error| over the rounds; one-launch IQR: the interquartile"
+echo " range of validate's one-launch passes over their median, the noise it measured in)"

@@ -206,11 +206,17 @@ uint32_t tune_model_steps(const tune_opts *o, uint32_t out_steps[][2], uint32_t 
  * TUNE_MAX_REPS when they fit in TUNE_SEQUENCE_S); out_s[i] is node i's
  * sy__timing_estimate() (0 for views).  With |out_step_s| (may be NULL)
  * the whole step is also timed as one launch after every pass, and
- * *out_step_s is its estimate.  |out_s| has sy_graph_node_count(g)
- * entries. */
+ * *out_step_s is its estimate; with |out_spread| (may be NULL) too,
+ * out_spread->iqr gets the interquartile range of those one-launch
+ * passes over their median and out_spread->passes their count.  |out_s|
+ * has sy_graph_node_count(g) entries. */
 typedef struct sy_bench sy_bench;
+typedef struct tune_spread {
+    double iqr;
+    uint32_t passes;
+} tune_spread;
 sy_status tune_time_sequence(sy_bench *b, sy_graph *g, uint32_t reps, double *out_s,
-                             double *out_step_s);
+                             double *out_step_s, tune_spread *out_spread);
 
 /* Splits a step's lone-launch overhead from its nodes' own time
  * (tune_step_note): with |sync_s| < 0 the step's own saving per launch
@@ -254,6 +260,7 @@ typedef struct tune_step_report {
     double predicted_nodes_s; /* sum of the nodes' predictions as lone launches */
     uint32_t n_transfers;     /* transfers in the plan (host inputs, ...) */
     double launch_s;    /* the step measured as one launch (what a session runs) */
+    tune_spread launch_spread; /* of launch_s's passes: how noisy the machine was */
     double nodes_s;     /* sum of the nodes measured one launch each */
 } tune_step_report;
 

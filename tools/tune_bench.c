@@ -186,8 +186,10 @@ static double tb_median(double *v, uint32_t n)
 }
 
 sy_status tune_time_sequence(sy_bench *b, sy_graph *g, uint32_t reps, double *out_s,
-                             double *out_step_s)
+                             double *out_step_s, tune_spread *out_spread)
 {
+    if (out_spread)
+        *out_spread = (tune_spread){0};
     uint32_t nn = sy_graph_node_count(g);
     if (reps == 0)
         reps = 1;
@@ -226,6 +228,12 @@ sy_status tune_time_sequence(sy_bench *b, sy_graph *g, uint32_t reps, double *ou
     for (uint32_t i = 0; i < nn && st == SY_OK; i++) {
         memcpy(col, &t[(size_t)i * n_reps], n_reps * sizeof *col);
         out_s[i] = sy_op_is_view(sy_graph_node(g, i)->op) ? 0 : sy__timing_estimate(col, n_reps);
+    }
+    if (st == SY_OK && out_step_s && out_spread) {
+        /* sy__quantile sorts: the estimate below reads the same. */
+        double mid = sy__quantile(step, n_reps, 0.5);
+        double iqr = sy__quantile(step, n_reps, 0.75) - sy__quantile(step, n_reps, 0.25);
+        *out_spread = (tune_spread){.iqr = mid > 0 ? iqr / mid : 0, .passes = n_reps};
     }
     if (st == SY_OK && out_step_s)
         *out_step_s = sy__timing_estimate(step, n_reps);
@@ -299,7 +307,7 @@ static sy_status tb_model_inplace(sy_bench *b, sy_graph *g, uint32_t step_tokens
     sy_status st = t && same && nk ? SY_OK : SY_E_NO_MEMORY;
     double launch_s = 0, nodes_s = 0;
     if (st == SY_OK)
-        st = tune_time_sequence(b, g, tune_reps(o), t, &launch_s);
+        st = tune_time_sequence(b, g, tune_reps(o), t, &launch_s, NULL);
     uint32_t n_run = 0;
     for (uint32_t i = 0; i < nn && st == SY_OK; i++) {
         tb_key(sy_graph_node(g, i), nk[i], sizeof nk[i]);

@@ -122,7 +122,7 @@ sy_status tune_validate_step(sy_runtime *rt, uint32_t dev, sy_planner *pl, const
         st = SY_OK;
         goto out_free;
     }
-    st = tune_time_sequence(b, g, tune_reps(o), meas, &out->launch_s);
+    st = tune_time_sequence(b, g, tune_reps(o), meas, &out->launch_s, &out->launch_spread);
     if (st != SY_OK)
         goto out_free;
     /* A node's prediction is its share of a step; launched and waited
@@ -232,10 +232,12 @@ void tune_print_step_report(const char *device, const tune_step_report *r, FILE 
             100 * r->node_median_in_step, r->step_factor);
     fprintf(f,
             "    step: predicted %.3f ms by the plan (%u transfer%s), measured %.3f ms as one "
-            "launch (%+.1f%%) | predicted %.3f ms, measured %.3f ms node by node (%+.1f%%)\n",
+            "launch (%+.1f%%; lower quartile of %u passes, their IQR %.1f%% of the median) | "
+            "predicted %.3f ms, measured %.3f ms node by node (%+.1f%%)\n",
             r->predicted_s * 1e3, r->n_transfers, r->n_transfers == 1 ? "" : "s",
             r->launch_s * 1e3,
             r->launch_s > 0 ? 100 * (r->predicted_s - r->launch_s) / r->launch_s : 0.0,
+            r->launch_spread.passes, 100 * r->launch_spread.iqr,
             r->predicted_nodes_s * 1e3, r->nodes_s * 1e3,
             r->nodes_s > 0 ? 100 * (r->predicted_nodes_s - r->nodes_s) / r->nodes_s : 0.0);
 }
