@@ -6,6 +6,7 @@
  * vectorises at -O2 without -ffast-math, and it makes a 262144-token pass
  * a few tens of microseconds instead of a few hundred. */
 #include "sampler.h"
+#include "sampler_internal.h"
 
 #include <float.h>
 #include <math.h>
@@ -20,23 +21,12 @@
  * vocabulary is cheaper than log(k) heap moves per replaced entry. */
 #define SAMPLER_HEAP_MAX_K 4096u
 
-/* Lanes of the vectorisable passes. */
-#define LANES 8
-
 /* Top-p over the whole vocabulary first sums the weights into buckets by
  * their float bits (8 exponent and 4 mantissa bits: 16 buckets per octave,
  * the bits of a weight in (0, 1] stay below 2^30), finds the bucket where
  * the mass crosses top_p, and runs the exact selection only inside it. */
 #define HIST_SHIFT 19
 #define HIST_BUCKETS ((0x3f800000u >> HIST_SHIFT) + 1)
-
-/* One token under consideration: its logit, its unnormalised probability
- * exp((logit - max) / T) once computed, and its id. */
-typedef struct cand {
-    float logit;
-    float w;
-    int32_t id;
-} cand;
 
 struct sy_sampler {
     sy_sampler_params p;
@@ -251,255 +241,6 @@ void sy_sampler_reset(sy_sampler *s)
     s->err[0] = '\0';
 }
 
-/* ------------------------------------------------------- whole-vocab passes */
-
-/* Largest value of x[0, n), skipping NaN (a NaN never compares greater);
- * -inf when there is none. */
-static float max_pass(const float *restrict x, size_t n)
-{
-    float lane[LANES];
-    for (int j = 0; j < LANES; j++)
-        lane[j] = -INFINITY;
-    size_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++)
-            lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
-    float m = -INFINITY;
-    for (int j = 0; j < LANES; j++)
-        m = lane[j] > m ? lane[j] : m;
-    for (; i < n; i++)
-        m = x[i] > m ? x[i] : m;
-    return m;
-}
-
-static inline uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static inline float f32_from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* exp(x) for x in [-87, 0] with a relative error under 1e-7 (Cephes'
- * expf polynomial after reducing by ln 2); 0 for x below -87, for -inf and
- * for NaN, so masked tokens get no weight.  expf() itself is a library
- * call GCC cannot vectorise without -ffast-math, and this pass runs over
- * every token of the vocabulary.  Out-of-range inputs are computed anyway
- * (IEEE arithmetic does not trap) and masked with integer operations,
- * because a float comparison in the loop would stop the vectoriser. */
-static inline float exp_nonpos(float x)
-{
-    const float shifter = 0x1.8p23f; /* adding it rounds to an integer */
-    float t = x * 1.44269504088896341f + shifter;
-    float n = t - shifter;
-    uint32_t ni = f32_bits(t) - f32_bits(shifter);
-    float r = x - n * 0.693359375f;
-    r = r + n * 2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * (r * r) + r + 1.0f;
-    float e = p * f32_from_bits((ni + 127u) << 23);
-    /* As a signed integer, a float in [-87, -0] lies in [INT32_MIN,
-     * bits(-87)]; +0 is 0; -inf, NaN and anything below -87 fall outside. */
-    int32_t sx = (int32_t)f32_bits(x);
-    uint32_t keep = 0u - (uint32_t)((sx <= (int32_t)0xC2AE0000u) | (sx == 0));
-    return f32_from_bits(f32_bits(e) & keep);
-}
-
-/* w[i] = exp((x[i] - m) / t) for i < n.  Requires m >= every x[i] and
- * m finite. */
-static void exp_pass(const float *restrict x, float *restrict w, size_t n, float m, float t)
-{
-    size_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++)
-            w[i + j] = exp_nonpos((x[i + j] - m) / t);
-    for (; i < n; i++)
-        w[i] = exp_nonpos((x[i] - m) / t);
-}
-
-/* Sum of w[0, n) in double, in independent lanes so that the additions
- * do not wait on one another. */
-static double sum_pass(const float *restrict w, size_t n)
-{
-    double lane[LANES] = {0};
-    size_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++)
-            lane[j] += (double)w[i + j];
-    double s = 0.0;
-    for (int j = 0; j < LANES; j++)
-        s += lane[j];
-    for (; i < n; i++)
-        s += (double)w[i];
-    return s;
-}
-
-static double sum_cand(const cand *c, size_t lo, size_t hi)
-{
-    double a = 0.0, b = 0.0, d = 0.0, e = 0.0;
-    size_t i = lo;
-    for (; i + 4 <= hi; i += 4) {
-        a += c[i].w;
-        b += c[i + 1].w;
-        d += c[i + 2].w;
-        e += c[i + 3].w;
-    }
-    for (; i < hi; i++)
-        a += c[i].w;
-    return (a + b) + (d + e);
-}
-
-/* ------------------------------------------------------------- ordering */
-
-/* The order every stage agrees on: larger logit first, lower id on ties.
- * Ids are unique, so this is a strict total order and selection results
- * do not depend on where an algorithm happened to put equal logits.
- * Candidates never hold NaN logits. */
-static inline bool cand_better(const cand *a, const cand *b)
-{
-    return (a->logit > b->logit) | ((a->logit == b->logit) & (a->id < b->id));
-}
-
-static int cand_cmp(const void *pa, const void *pb)
-{
-    const cand *a = pa, *b = pb;
-    if (cand_better(a, b))
-        return -1;
-    return cand_better(b, a) ? 1 : 0;
-}
-
-static inline void cand_swap(cand *a, cand *b)
-{
-    cand t = *a;
-    *a = *b;
-    *b = t;
-}
-
-/* Partitions c[lo, hi) (hi - lo >= 2) around a median-of-three pivot:
- * entries better than the pivot first, then the pivot, then the rest.
- * Returns the pivot's final index. */
-static size_t partition(cand *c, size_t lo, size_t hi)
-{
-    size_t mid = lo + (hi - lo) / 2, last = hi - 1;
-    /* Logits arrive in id order, which is sorted by the tie-break, and
-     * median-of-three keeps such runs from degrading to quadratic time. */
-    if (cand_better(&c[mid], &c[lo]))
-        cand_swap(&c[mid], &c[lo]);
-    if (cand_better(&c[last], &c[lo]))
-        cand_swap(&c[last], &c[lo]);
-    if (cand_better(&c[mid], &c[last]))
-        cand_swap(&c[mid], &c[last]);
-    const cand pivot = c[last];
-    size_t store = lo;
-    /* Always swapping and advancing |store| by the comparison's result
-     * keeps [lo, store) better and [store, i] worse without a branch,
-     * which random logits would mispredict half of the time. */
-    for (size_t i = lo; i < last; i++) {
-        cand t = c[i];
-        bool b = cand_better(&t, &pivot);
-        c[i] = c[store];
-        c[store] = t;
-        store += b;
-    }
-    cand_swap(&c[store], &c[last]);
-    return store;
-}
-
-/* Partition rounds allowed before falling back to a sort of what is left:
- * quickselect is expected O(n) but has quadratic inputs, and a fallback
- * keeps the worst case at O(n log n). */
-static unsigned select_budget(size_t n)
-{
-    unsigned b = 16;
-    while (n > 1) {
-        n >>= 1;
-        b += 2;
-    }
-    return b;
-}
-
-/* Moves the |k| best of c[0, n) (0 < k < n) into c[0, k), in no order. */
-static void select_top(cand *c, size_t n, size_t k)
-{
-    size_t lo = 0, hi = n;
-    unsigned budget = select_budget(n);
-    /* Invariant: c[0, lo) are among the k best, c[hi, n) are not. */
-    while (hi - lo > 1) {
-        if (budget-- == 0) {
-            qsort(c + lo, hi - lo, sizeof *c, cand_cmp);
-            return;
-        }
-        size_t p = partition(c, lo, hi);
-        if (p == k || p + 1 == k)
-            return;
-        if (p > k)
-            hi = p;
-        else
-            lo = p + 1;
-    }
-}
-
-/* Finds the smallest prefix, in the better-first order, of c[0, n) whose
- * weights sum to at least |target|, moves it into c[0, r) in no particular
- * order and returns r; the prefix's weight goes to *out_mass.  When all of
- * c together weighs less, returns n.  Expected O(n): each round sums one
- * side of a partition and continues in the side that holds the boundary,
- * as quickselect does. */
-static size_t select_mass(cand *c, size_t n, double target, double *out_mass)
-{
-    double total = sum_cand(c, 0, n);
-    *out_mass = total;
-    if (total < target)
-        return n;
-    /* Invariant: c[0, lo) is kept and weighs |kept|, c[hi, n) is not,
-     * need = target - kept > 0 and c[lo, hi) weighs at least |need|, so
-     * the boundary lies in c[lo, hi). */
-    size_t lo = 0, hi = n;
-    double need = target, kept = 0.0;
-    unsigned budget = select_budget(n);
-    while (hi - lo > 1) {
-        if (budget-- == 0) {
-            qsort(c + lo, hi - lo, sizeof *c, cand_cmp);
-            for (size_t i = lo; i < hi; i++) {
-                kept += c[i].w;
-                if (kept >= target) {
-                    *out_mass = kept;
-                    return i + 1;
-                }
-            }
-            *out_mass = kept;
-            return hi;
-        }
-        size_t p = partition(c, lo, hi);
-        double better = sum_cand(c, lo, p);
-        if (better >= need) {
-            hi = p;
-            continue;
-        }
-        kept += better + c[p].w;
-        if (better + c[p].w >= need) {
-            *out_mass = kept;
-            return p + 1;
-        }
-        need -= better + c[p].w;
-        lo = p + 1;
-    }
-    if (hi > lo)
-        kept += c[lo].w;
-    *out_mass = kept;
-    return hi > lo ? lo + 1 : lo;
-}
 
 /* ------------------------------------------------------------- the chain */
 
@@ -537,7 +278,7 @@ static sy_status all_masked(sy_sampler *s)
  * stops at the first equal value. */
 static sy_status argmax(sy_sampler *s, const float *x, int32_t *out_token)
 {
-    float m = max_pass(x, s->n_vocab);
+    float m = sy__sampler_max(x, s->n_vocab);
     if (m == -INFINITY)
         return all_masked(s);
     uint32_t i = 0;
@@ -611,9 +352,9 @@ static void filter_candidates(sy_sampler *s, size_t n, double z, kept_set *out_k
      * the whole top-k softmax (z), not against what min-p left. */
     double mass;
     if (p->top_p < 1.0f)
-        m = select_mass(c, m, (double)p->top_p * z, &mass);
+        m = sy__sampler_select_mass(c, m, (double)p->top_p * z, &mass);
     else
-        mass = sum_cand(c, 0, m);
+        mass = sy__sampler_sum_cand(c, 0, m);
     *out_kept = (kept_set){c, NULL, m, mass};
 }
 
@@ -644,7 +385,7 @@ static inline uint32_t bucket_of(float w)
 /* Top-p (and min-p) over the full vocabulary with weights in s->wbuf and
  * denominator |z|, without a selection over every token: bucket masses
  * locate the bucket b holding the top-p boundary, tokens above b are kept
- * whole, and select_mass() runs on bucket b's tokens only.  Bucket order
+ * whole, and sy__sampler_select_mass() runs on bucket b's tokens only.  Bucket order
  * agrees with the better-first order because a larger weight means a
  * larger logit. */
 static void top_p_by_buckets(sy_sampler *s, const float *x, double z, kept_set *out_kept)
@@ -684,9 +425,9 @@ static void top_p_by_buckets(sy_sampler *s, const float *x, double z, kept_set *
         front += pass & (bk > b);
         back -= pass & (bk == b);
     }
-    double front_mass = sum_cand(c, 0, front);
+    double front_mass = sy__sampler_sum_cand(c, 0, front);
     double b_mass = 0.0;
-    size_t r = select_mass(c + back, nv - back, target - above, &b_mass);
+    size_t r = sy__sampler_select_mass(c + back, nv - back, target - above, &b_mass);
     memmove(c + front, c + back, r * sizeof *c);
     *out_kept = (kept_set){c, NULL, front + r, front_mass + b_mass};
 }
@@ -710,7 +451,7 @@ static sy_status build_kept_set(sy_sampler *s, const float *x, bool need_list,
         } else {
             for (uint32_t i = 0; i < nv; i++)
                 c[i] = (cand){sanitise(x[i]), 0.0f, (int32_t)i};
-            select_top(c, nv, k);
+            sy__sampler_select_top(c, nv, k);
         }
         float m = -INFINITY;
         for (size_t i = 0; i < k; i++)
@@ -726,7 +467,7 @@ static sy_status build_kept_set(sy_sampler *s, const float *x, bool need_list,
         return SY_OK;
     }
 
-    float m = max_pass(x, nv);
+    float m = sy__sampler_max(x, nv);
     if (m == -INFINITY)
         return all_masked(s);
     if (m > FLT_MAX) {
@@ -738,8 +479,8 @@ static sy_status build_kept_set(sy_sampler *s, const float *x, bool need_list,
         x = w;
         m = FLT_MAX;
     }
-    exp_pass(x, s->wbuf, nv, m, t);
-    double z = sum_pass(s->wbuf, nv);
+    sy__sampler_exp(x, s->wbuf, nv, m, t);
+    double z = sy__sampler_sum(s->wbuf, nv);
     if (!need_list && p->top_p >= 1.0f && p->min_p <= 0.0f) {
         *out_kept = (kept_set){NULL, s->wbuf, nv, z};
         return SY_OK;
@@ -845,7 +586,7 @@ sy_status sy_sampler_query_candidates(sy_sampler *s, const float *logits,
     sy_status st = build_kept_set(s, x, true, &kept);
     if (st != SY_OK)
         return st;
-    qsort(s->cand, kept.n, sizeof *s->cand, cand_cmp);
+    qsort(s->cand, kept.n, sizeof *s->cand, sy__sampler_cand_cmp);
     for (size_t i = 0; i < kept.n && i < cap; i++)
         out[i] = (sy_sampler_candidate){s->cand[i].id, s->cand[i].logit,
                                         (float)(s->cand[i].w / kept.mass)};
