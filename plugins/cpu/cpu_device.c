@@ -4,6 +4,9 @@
  *   SWITCHYARD_CPU_ISA   inner-kernel table: auto (default), scalar, avx2,
  *                        avxvnni, avx512
  *   SWITCHYARD_CPU_PIN   0: leave worker threads unpinned (default: pinned)
+ *   SWITCHYARD_CPU_SPIN_US  microseconds an idle worker spins for the next
+ *                        dispatch before it sleeps (0..1000000; default
+ *                        2000, CPU_POOL_SPIN_NS)
  *   SWITCHYARD_CPU_MATMUL_ROWS  weight rows per prefill GEMM tile (4..128,
  *                        a power of two; default 32), chosen by tune
  *   SWITCHYARD_CPU_ACTIVATIONS  how quantized matmuls take activations:
@@ -237,6 +240,16 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
     st = cpu_pool_create(host, s->topo, s->n_threads, pin, &s->pool);
     if (st != SY_OK)
         goto out_free_state;
+    const char *spin = getenv("SWITCHYARD_CPU_SPIN_US");
+    if (spin && *spin) {
+        char *end = NULL;
+        long v = strtol(spin, &end, 10);
+        if (end && *end == '\0' && v >= 0 && v <= 1000000)
+            cpu_pool_set_spin(s->pool, (uint64_t)v * 1000u);
+        else
+            cpu_log(s, SY_LOG_WARN, "ignoring SWITCHYARD_CPU_SPIN_US='%s' (want 0 to 1000000)",
+                    spin);
+    }
 
     sy_device_desc *d = &s->desc;
     d->struct_size = sizeof *d;

@@ -2,22 +2,24 @@
  * chunks claimed from an atomic counter (see cpu_threadpool.h). */
 #include "cpu_threadpool.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #define CPU_POOL_LINE 64
-/* Pause iterations a worker spins before sleeping: some tens of
- * microseconds (a pause is 10 to 140 cycles), about the gap between two
- * threaded kernels of one token.  Longer spins cost more than they save
- * where the machine is shared: a spinning worker keeps its core looking
- * busy, so other processes crowd onto the caller's; spinning 16x longer
- * made 2-thread decode 1.2x and prefill 1.1-1.3x slower on SmolLM2 and
- * Gemma 3 here (bench/ab_plugins.sh, 6 rounds). */
-#define CPU_POOL_WORKER_SPINS (1u << 10)
+/* Pause iterations between two looks at the clock while a worker spins
+ * (some microseconds). */
+#define CPU_POOL_CLOCK_EVERY 64u
 /* Pause iterations the caller spins for lanes still inside a closed job
  * before it starts yielding its core to them. */
 #define CPU_POOL_CALLER_SPINS (1u << 12)
@@ -53,10 +55,12 @@ struct cpu_pool {
     atomic_bool stop;
     /* Sleep path, touched only when a worker gives up spinning. */
     alignas(CPU_POOL_LINE) atomic_uint sleepers;
-    pthread_mutex_t mutex;
+    pthread_mutex_t mutex; /* without futexes only */
     pthread_cond_t cond;
+    /* How long an idle worker spins before sleeping (cpu_pool_set_spin). */
+    alignas(CPU_POOL_LINE) _Atomic uint64_t spin_ns;
     /* Constant after create. */
-    alignas(CPU_POOL_LINE) const sy_host *host;
+    const sy_host *host;
     hwloc_topology_t topo;
     uint32_t n_threads;
     cpu_worker *workers; /* n_threads - 1 entries, lanes 1..n-1 */
@@ -77,27 +81,62 @@ static void cpu_pool_log(const cpu_pool *pool, sy_log_level level, const char *m
         pool->host->log(pool->host->ctx, level, msg);
 }
 
-/* Waits until the generation differs from |seen| and returns the new one. */
-static unsigned cpu_pool_wait_generation(cpu_pool *pool, unsigned seen)
+static uint64_t cpu_pool_now_ns(void)
 {
-    for (unsigned i = 0; i < CPU_POOL_WORKER_SPINS; i++) {
-        unsigned g = atomic_load_explicit(&pool->generation, memory_order_acquire);
-        if (g != seen)
-            return g;
-        cpu_pool_relax();
-    }
-    /* Dekker pairing with cpu_pool_publish(): we publish |sleepers| before
-     * re-reading |generation|, the dispatcher publishes |generation| before
-     * reading |sleepers|; seq_cst guarantees one of us sees the other, and
-     * the mutex makes the broadcast land after our wait has begun. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Sleeps until the generation differs from |seen| and returns the new one.
+ * Dekker pairing with cpu_pool_publish(): we publish |sleepers| before
+ * re-reading |generation|, the dispatcher publishes |generation| before
+ * reading |sleepers|; seq_cst guarantees one of us sees the other.  The
+ * futex re-checks the word in the kernel (the mutex does it without
+ * futexes), so a bump between our look and the wait is never lost. */
+static unsigned cpu_pool_sleep(cpu_pool *pool, unsigned seen)
+{
+    unsigned g;
+#if defined(__linux__)
+    atomic_fetch_add_explicit(&pool->sleepers, 1, memory_order_seq_cst);
+    while ((g = atomic_load_explicit(&pool->generation, memory_order_seq_cst)) == seen)
+        syscall(SYS_futex, (unsigned *)&pool->generation, FUTEX_WAIT_PRIVATE, seen, NULL, NULL,
+                0);
+    atomic_fetch_sub_explicit(&pool->sleepers, 1, memory_order_relaxed);
+#else
     pthread_mutex_lock(&pool->mutex);
     atomic_fetch_add_explicit(&pool->sleepers, 1, memory_order_seq_cst);
-    unsigned g;
     while ((g = atomic_load_explicit(&pool->generation, memory_order_seq_cst)) == seen)
         pthread_cond_wait(&pool->cond, &pool->mutex);
     atomic_fetch_sub_explicit(&pool->sleepers, 1, memory_order_relaxed);
     pthread_mutex_unlock(&pool->mutex);
+#endif
     return g;
+}
+
+/* Waits until the generation differs from |seen| and returns the new one:
+ * spins for up to the pool's spin time (the jobs of one token follow each
+ * other within microseconds, and a spinning worker joins the next one with
+ * a cache-line handoff instead of a wake-up syscall and a reschedule), then
+ * sleeps, so an idle pool costs no CPU once the spin time has passed. */
+static unsigned cpu_pool_wait_generation(cpu_pool *pool, unsigned seen)
+{
+    const uint64_t spin_ns = atomic_load_explicit(&pool->spin_ns, memory_order_relaxed);
+    uint64_t start = 0;
+    for (unsigned i = 1; spin_ns > 0; i++) {
+        unsigned g = atomic_load_explicit(&pool->generation, memory_order_acquire);
+        if (g != seen)
+            return g;
+        cpu_pool_relax();
+        if (i % CPU_POOL_CLOCK_EVERY == 0) {
+            uint64_t now = cpu_pool_now_ns();
+            if (start == 0)
+                start = now;
+            else if (now - start >= spin_ns)
+                break;
+        }
+    }
+    return cpu_pool_sleep(pool, seen);
 }
 
 /* Claims and runs chunks until none is left. */
@@ -149,14 +188,19 @@ static void *cpu_worker_main(void *arg)
 }
 
 /* Wakes every worker: spinning ones see the generation change, sleeping
- * ones get a broadcast. */
+ * ones get a wake-up. */
 static unsigned cpu_pool_publish(cpu_pool *pool)
 {
     unsigned g = atomic_fetch_add_explicit(&pool->generation, 1, memory_order_seq_cst) + 1;
     if (atomic_load_explicit(&pool->sleepers, memory_order_seq_cst) > 0) {
+#if defined(__linux__)
+        syscall(SYS_futex, (unsigned *)&pool->generation, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
+                NULL, 0);
+#else
         pthread_mutex_lock(&pool->mutex);
         pthread_cond_broadcast(&pool->cond);
         pthread_mutex_unlock(&pool->mutex);
+#endif
     }
     return g;
 }
@@ -217,6 +261,7 @@ sy_status cpu_pool_create(const sy_host *host, hwloc_topology_t topo, uint32_t n
     atomic_init(&pool->next_chunk, 0);
     atomic_init(&pool->sleepers, 0);
     atomic_init(&pool->stop, false);
+    atomic_init(&pool->spin_ns, CPU_POOL_SPIN_NS);
     pool->host = host;
     pool->topo = topo;
     pool->n_threads = n_threads;
@@ -259,6 +304,11 @@ void cpu_pool_destroy(cpu_pool *pool)
         return;
     cpu_pool_stop_workers(pool);
     cpu_pool_free(pool);
+}
+
+void cpu_pool_set_spin(cpu_pool *pool, uint64_t spin_ns)
+{
+    atomic_store_explicit(&pool->spin_ns, spin_ns, memory_order_relaxed);
 }
 
 uint32_t cpu_pool_size(const cpu_pool *pool)

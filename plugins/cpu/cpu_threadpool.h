@@ -1,8 +1,10 @@
 /* Thread pool of the CPU plugin: one lane per physical core, the calling
  * thread being lane 0 and lanes 1..n-1 worker threads pinned to their core.
- * A dispatch bumps a generation counter; idle workers spin on it briefly and
- * then sleep on a condition variable, so back-to-back dispatches (hundreds
- * per token) cost a cache-line handoff, not a syscall.
+ * A dispatch bumps a generation counter; idle workers spin on it for a
+ * bounded time (CPU_POOL_SPIN_NS) and then sleep on it (a futex; a
+ * condition variable where there are none), so back-to-back dispatches
+ * (hundreds per token, and the tokens of one generation) cost a cache-line
+ * handoff, not a syscall, while an idle pool stops using CPU.
  *
  * A dispatch is cut into |nth| chunks that lanes claim from an atomic
  * counter.  The caller claims chunks too and, once none is left, closes the
@@ -24,6 +26,12 @@ typedef void (*cpu_task_fn)(void *ctx, uint32_t ith, uint32_t nth, uint32_t lane
 
 typedef struct cpu_pool cpu_pool;
 
+/* Default time an idle worker spins for the next dispatch before it
+ * sleeps: longer than the gap between two tokens of a generation loop
+ * (sampling, the graph update), short enough that a session left idle
+ * stops using CPU at once. */
+#define CPU_POOL_SPIN_NS UINT64_C(2000000)
+
 /* Creates a pool of |n_threads| lanes (>= 1): n_threads - 1 worker threads,
  * pinned (when |pin|) to cores 1..n-1 of |topo| when there are enough
  * cores, else to PUs, else not at all.  Pinning failures are logged, not
@@ -36,6 +44,11 @@ sy_status cpu_pool_create(const sy_host *host, hwloc_topology_t topo, uint32_t n
 
 /* Stops and joins the workers and frees |pool|.  NULL is a no-op. */
 void cpu_pool_destroy(cpu_pool *pool);
+
+/* Sets how long an idle worker spins before sleeping; 0 sleeps at once.
+ * Workers read it when they start waiting.
+ * Thread-safety: safe from any thread. */
+void cpu_pool_set_spin(cpu_pool *pool, uint64_t spin_ns);
 
 /* Returns the number of lanes, the calling thread included. */
 uint32_t cpu_pool_size(const cpu_pool *pool);

@@ -52,7 +52,9 @@ static void pool_count_task(void *ctx, uint32_t ith, uint32_t nth, uint32_t lane
         atomic_fetch_add(&job->runs[ith], 1);
 }
 
-static void run_dispatches(uint32_t n_threads, bool pin, uint32_t n_dispatches, uint64_t seed)
+/* |spin_ns|: the workers' spin time, or UINT64_MAX to keep the default. */
+static void run_dispatches(uint32_t n_threads, bool pin, uint32_t n_dispatches, uint64_t seed,
+                           uint64_t spin_ns)
 {
     sy_host host;
     pool_host_init(&host);
@@ -62,6 +64,8 @@ static void run_dispatches(uint32_t n_threads, bool pin, uint32_t n_dispatches, 
     cpu_pool *pool = NULL;
     cr_assert_eq(cpu_pool_create(&host, topo, n_threads, pin, &pool), SY_OK);
     cr_assert_eq(cpu_pool_size(pool), n_threads);
+    if (spin_ns != UINT64_MAX)
+        cpu_pool_set_spin(pool, spin_ns);
 
     uint64_t s = seed | 1;
     for (uint32_t d = 0; d < n_dispatches; d++) {
@@ -100,14 +104,23 @@ Test(cpu_pool, runs_every_chunk_exactly_once_per_dispatch)
 {
     const uint64_t seed = pool_seed();
     for (uint32_t n = 1; n <= 4; n++)
-        run_dispatches(n, true, 3000, seed + n);
+        run_dispatches(n, true, 3000, seed + n, UINT64_MAX);
 }
 
 Test(cpu_pool, runs_every_chunk_exactly_once_with_more_threads_than_cores)
 {
     const uint64_t seed = pool_seed();
-    run_dispatches(9, true, 2000, seed);
-    run_dispatches(5, false, 2000, seed + 1);
+    run_dispatches(9, true, 2000, seed, UINT64_MAX);
+    run_dispatches(5, false, 2000, seed + 1, UINT64_MAX);
+}
+
+/* Workers that never spin sleep after every job: each dispatch goes
+ * through the sleep and wake-up path. */
+Test(cpu_pool, runs_every_chunk_exactly_once_when_workers_sleep_after_every_job)
+{
+    const uint64_t seed = pool_seed();
+    for (uint32_t n = 2; n <= 4; n++)
+        run_dispatches(n, true, 2000, seed + n, 0);
 }
 
 Test(cpu_pool, stops_workers_that_are_asleep)
