@@ -44,6 +44,34 @@ struct sy_graph {
     char err[512];
 };
 
+/* Inline accessors for the executor's per-token loops (a decode step walks
+ * every tensor a few times): the public sy_graph_* calls check their
+ * arguments and go through the PLT.  |i| and |t| must belong to |g|. */
+static inline sy_tensor *sy__graph_tensor_at(const sy_graph *g, uint32_t i)
+{
+    return g->tensors[i];
+}
+
+static inline sy_node *sy__graph_node_at(const sy_graph *g, uint32_t i)
+{
+    return g->nodes[i];
+}
+
+static inline void *sy__graph_host_of(const sy_graph *g, const sy_tensor *t)
+{
+    return g->host_data[t->id];
+}
+
+static inline sy_node *sy__graph_producer_of(const sy_graph *g, const sy_tensor *t)
+{
+    return g->producer[t->id];
+}
+
+static inline bool sy__graph_is_output_of(const sy_graph *g, const sy_tensor *t)
+{
+    return g->is_output[t->id];
+}
+
 /* Hashes the structure of |n_nodes| nodes in topological order into
  * |out_sig|: topology (which tensor feeds which node), ops, the op
  * parameters that can change what a device accepts, dtypes, roles, view

@@ -239,9 +239,9 @@ static sy_status xp_segment(xp_flowrun *fr, int64_t k)
     const sy__plugin *p = r->dev[d]->plugin;
     sy_node **nodes = r->x->nodes;
     for (uint32_t q = 0; q < s->count; q++) {
-        sy_node *n = sy_graph_node(r->g, r->plan->order[s->first + q]);
+        sy_node *n = sy__graph_node_at(r->g, r->plan->order[s->first + q]);
         sy_tensor *root = n->output->view_src ? n->output->view_src : n->output;
-        if (!sy_graph_producer(r->g, root))
+        if (!sy__graph_producer_of(r->g, root))
             r->x->writer[root->id] = (uint8_t)d;
         sy_status st = xp_point_node(r, n, d);
         if (st == SY_OK && !sy_op_is_view(n->op))

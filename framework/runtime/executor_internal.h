@@ -7,6 +7,7 @@
 #define SY_EXECUTOR_INTERNAL_H
 
 #include "executor_state.h"
+#include "graph_internal.h"
 #include "memplan.h"
 #include "plan_internal.h"
 #include "runtime_internal.h"

@@ -67,7 +67,7 @@ static sy_status kept_add(sy_executor *x, const xp_kept *e)
  * that can be kept (the caller then handles it per run). */
 sy_status sy__xp_keep_weight(xp_run *r, const sy_tensor *t, uint32_t d)
 {
-    void *host = sy_graph_host_data(r->g, t);
+    void *host = sy__graph_host_of(r->g, t);
     uint64_t size = sy_tensor_nbytes(t);
     if (t->role != SY_ROLE_WEIGHT || !host || size == 0)
         return SY_E_UNSUPPORTED;

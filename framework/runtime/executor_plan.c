@@ -285,7 +285,7 @@ static sy_status xp_place_leaf(xp_run *r, sy_tensor *t, uint32_t d)
     sy_status st = sy__xp_keep_weight(r, t, d);
     if (st != SY_E_UNSUPPORTED)
         return st;
-    void *host = sy_graph_host_data(r->g, t);
+    void *host = sy__graph_host_of(r->g, t);
     /* --- kept KV caches (executor_state.c) --- */
     if (t->role == SY_ROLE_KV) {
         xp_bind *b = sy__xp_at(r, t->id, d);
@@ -341,12 +341,12 @@ static void xp_bind_arenas(xp_run *r)
 static sy_status xp_copy_back(xp_run *r)
 {
     for (uint32_t i = 0; i < r->n_tensors; i++) {
-        sy_tensor *t = sy_graph_tensor(r->g, i);
-        void *host = sy_graph_host_data(r->g, t);
+        sy_tensor *t = sy__graph_tensor_at(r->g, i);
+        void *host = sy__graph_host_of(r->g, t);
         const sy_tensor *root = t->view_src ? t->view_src : t;
-        const sy_node *prod = sy_graph_producer(r->g, t);
+        const sy_node *prod = sy__graph_producer_of(r->g, t);
         uint32_t d;
-        if (sy_graph_is_output(r->g, t) && prod)
+        if (sy__graph_is_output_of(r->g, t) && prod)
             d = r->plan->nodes[prod->id].dev;
         else if (!t->view_src && r->x->writer[i] != SY__NO_DEVICE)
             d = r->x->writer[i];
@@ -384,10 +384,10 @@ static void xp_release(xp_run *r)
                                                     r->dev[d]->index, b->buf);
             else
                 sy__xp_dev_free(r->x, r->plan->dev_index[d], b->buf,
-                            sy_tensor_nbytes(sy_graph_tensor(r->g, i)));
+                            sy_tensor_nbytes(sy__graph_tensor_at(r->g, i)));
         }
-        sy_tensor *t = sy_graph_tensor(r->g, i);
-        t->data = sy_graph_host_data(r->g, t);
+        sy_tensor *t = sy__graph_tensor_at(r->g, i);
+        t->data = sy__graph_host_of(r->g, t);
         t->buffer = NULL;
         t->offset = 0;
     }
@@ -532,8 +532,8 @@ sy_status sy_executor_run(sy_executor *x, sy_graph *g, const sy_plan *plan)
         return st;
     xp_bind_arenas(&r);
     for (uint32_t i = 0; st == SY_OK && i < r.n_tensors; i++) {
-        sy_tensor *t = sy_graph_tensor(g, i);
-        if (!t->view_src && !sy_graph_producer(g, t) && plan->leaf_home[i] != SY__NO_DEVICE)
+        sy_tensor *t = sy__graph_tensor_at(g, i);
+        if (!t->view_src && !sy__graph_producer_of(g, t) && plan->leaf_home[i] != SY__NO_DEVICE)
             st = xp_place_leaf(&r, t, plan->leaf_home[i]);
     }
     if (st == SY_OK)
