@@ -13,8 +13,9 @@
 #   dispatch  the plugin's per-node work: cpu_device_execute, data
 #             resolution, cpu_kernel_* setup (dtype checks, tiling,
 #             scratch), cpu_log
-#   pool      cpu_pool_*: waking lanes, claiming chunks, waiting for lanes
-#             still inside a job (the barrier)
+#   pool      cpu_pool_* and cpu_worker_main (a worker's wait for the next
+#             job is inlined there): waking lanes, claiming chunks, waiting
+#             for lanes still inside a job (the barrier)
 #   runtime   libswitchyard: graph building, planning, the executor
 #   libc      malloc/free, printf (node names), qsort, memcpy outside kernels
 #   os        the kernel: interrupts, page faults, scheduling
@@ -63,7 +64,7 @@ grep "tg$n_gen" "$out/bench.txt" || true
 perf script -i "$out/perf.data" -F pid,tid,time,ip,sym,dso 2> /dev/null | awk -v top="$top" -v freq="$freq" -v tokens=$((n_gen * reps + 1)) '
 function classify(sym, dso) {
     if (dso ~ /sy-cpu\.so/) {
-        if (sym ~ /^cpu_pool_/) return "pool"
+        if (sym ~ /^cpu_pool_/ || sym == "cpu_worker_main") return "pool"
         if (sym ~ /^(cpu_device_execute|cpu_prepare_node|cpu_resolve_data|cpu_kernel_run|cpu_kernel_[a-z0-9_]+|cpu_scratch_reserve|cpu_shared_reserve|cpu_log|cpu_op_name|cpu_status_name)$/) return "dispatch"
         return "kernels"
     }
