@@ -70,6 +70,14 @@ typedef void (*cpu_quantize_q8_fn)(const float *x, void *out, int64_t k, int pla
 typedef void (*cpu_qdot_fn)(const void *w, const void *x, size_t x_stride, int nc, int64_t k,
                             int planes, float *out);
 
+/* out[n] = w_n . x for |rows| dense weight rows w_n of the table slot's
+ * dtype, |w_stride| bytes apart, and the one Q8 column at |x| (decode: the
+ * rows of one pass share the column's loads). */
+#define CPU_QDOT_ROWS_ARGS                                                                    \
+    const void *w, size_t w_stride, int64_t rows, const void *x, int64_t k, int planes,       \
+        float *out
+typedef void (*cpu_qdot_rows_fn)(CPU_QDOT_ROWS_ARGS);
+
 /* Packs |nc| (<= the table's q8_panel) Q8 columns at |cols| + c * col_stride
  * into one panel at |panel| (layout in cpu_qgemm_x86.inc); missing columns
  * are zero. */
@@ -151,6 +159,8 @@ typedef struct cpu_isa_table {
     cpu_fdot_fn fdot[SY_DTYPE_COUNT];
     cpu_quantize_q8_fn quantize_q8;
     cpu_qdot_fn qdot[SY_DTYPE_COUNT];
+    /* One-column qdot over many rows (NULL: qdot row by row). */
+    cpu_qdot_rows_fn qdot_rows[SY_DTYPE_COUNT];
     /* Prefill GEMM of quantized weights against panels of q8_panel Q8
      * columns (0 and NULLs where the table has none). */
     uint32_t q8_panel;

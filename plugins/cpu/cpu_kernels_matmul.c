@@ -48,6 +48,7 @@ typedef struct cpu_matmul_ctx {
     int64_t k, n_rows, m_cols;
     int64_t x_ne2, r2, r3; /* batches of x; broadcast ratios of w */
     cpu_qdot_fn qdot;      /* quantized weights: Q8 columns at xq */
+    cpu_qdot_rows_fn qdot_rows; /* one column over many rows, or NULL */
     int planes;
     const uint8_t *xq;
     size_t xq_stride;
@@ -246,6 +247,11 @@ static void cpu_matmul_tile(const cpu_matmul_ctx *c, int64_t item, float *scratc
     if (c->qdot) {
         /* Flat column index of (m, i2, i3) is m + m_cols * batch. */
         const uint8_t *xb = c->xq + (size_t)(c->m_cols * batch) * c->xq_stride;
+        if (c->qdot_rows && m1 - m0 == 1) {
+            c->qdot_rows(w_base + n0 * (int64_t)w_nb1, w_nb1, n1 - n0, xb + (size_t)m0 * c->xq_stride,
+                         c->k, c->planes, (float *)cpu_row(y, m0, i2, i3) + n0);
+            return;
+        }
         for (int64_t m = m0; m < m1; m += CPU_QDOT_MAX_COLS) {
             const int nc = m1 - m < CPU_QDOT_MAX_COLS ? (int)(m1 - m) : CPU_QDOT_MAX_COLS;
             float *yc[CPU_QDOT_MAX_COLS];
@@ -365,7 +371,8 @@ static sy_status cpu_matmul_setup(cpu_state *s, const sy_node *node, cpu_matmul_
     }
     *c = (cpu_matmul_ctx){.s = s, .w = w, .y = y, .k = k, .n_rows = w->ne[1], .m_cols = x->ne[1],
                           .x_ne2 = x->ne[2], .r2 = x->ne[2] / w->ne[2], .r3 = x->ne[3] / w->ne[3],
-                          .qdot = qdot, .fdot = qdot ? NULL : fdot, .planes = s->act_planes};
+                          .qdot = qdot, .fdot = qdot ? NULL : fdot, .planes = s->act_planes,
+                          .qdot_rows = qdot ? s->isa->qdot_rows[w->dtype] : NULL};
     if (qdot && s->act_planes == 0) {
         c->qdot = NULL;
         c->dequant = s->isa->dequant[w->dtype];

@@ -176,6 +176,137 @@ CPU_Z_QDOT(qdot_q5_0, CPU_QD_Q5_0)
 CPU_Z_QDOT(qdot_q5_1, CPU_QD_Q5_1)
 CPU_Z_QDOT(qdot_q8_0, CPU_QD_Q8_0)
 
+/* Decode of Q4_0 and Q8_0 rows against one column, CPU_Z_ROWS rows per
+ * pass: the rows share the column's loads (and Q4_0 the shuffles of its
+ * halves) and the weight streams of the pass are read side by side (more
+ * streams for the prefetchers).  Q8_0 takes its quants as unsigned bytes
+ * q + 128 (one xor instead of the sign tricks), and the offset comes off
+ * as Q4_0's -8 does: a min term of -128 * d * ds per block.  The planes
+ * of q16 combine as (hi << 7) + lo in the same accumulator. */
+#define CPU_Z_ROWS 4
+
+CPU_QD void cpu_z_rows1(enum cpu_qd_kind kind, const int nr, const uint8_t *w, size_t w_stride,
+                        const int8_t *q, const float *sc, int64_t k, const int planes, float *out)
+{
+    const size_t bytes = cpu_qd_block_bytes(kind);
+    const int64_t nb = k / SY_QK;
+    const size_t pf_ahead = (size_t)nr * w_stride;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const __m512i i4 = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
+    const __m512i ia = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
+    const __m512i ib = _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6);
+    __m512 acc[CPU_Z_ROWS];
+    __m256 mins[CPU_Z_ROWS];
+    const uint8_t *wr[CPU_Z_ROWS];
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) {
+        acc[r] = _mm512_setzero_ps();
+        mins[r] = _mm256_setzero_ps();
+        wr[r] = w + (size_t)r * w_stride;
+    }
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        const int8_t *q8 = q + i * SY_QK;
+        const __m256 xs = _mm256_loadu_ps(sc + 2 * i);
+        __m512i xa[2], xb[2];
+#pragma GCC unroll 2
+        for (int pl = 0; pl < planes; pl++) {
+            const __m512i a = cpu_z_load(q8 + pl * k), b = cpu_z_load(q8 + pl * k + 64);
+            if (kind == CPU_QD_Q4_0) {
+                xa[pl] = _mm512_shuffle_i64x2(a, b, 0x88);
+                xb[pl] = _mm512_shuffle_i64x2(a, b, 0xDD);
+            } else {
+                xa[pl] = a;
+                xb[pl] = b;
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < nr; r++) {
+            const uint8_t *wb = wr[r];
+            wr[r] += 4 * bytes;
+            if (CPU_QD_PREFETCH > 0) {
+                /* The same place in the next pass's row: a pass ahead. */
+                const char *pf = (const char *)wb + pf_ahead;
+                _mm_prefetch(pf, _MM_HINT_T0);
+                _mm_prefetch(pf + 64, _MM_HINT_T0);
+                if (kind == CPU_QD_Q8_0)
+                    _mm_prefetch(pf + 128, _MM_HINT_T0);
+            }
+            const __m128i h = _mm_setr_epi32((int)cpu_qd_dm(kind, wb), (int)cpu_qd_dm(kind, wb + bytes),
+                                             (int)cpu_qd_dm(kind, wb + 2 * bytes),
+                                             (int)cpu_qd_dm(kind, wb + 3 * bytes));
+            const __m256 s = _mm256_mul_ps(_mm256_cvtph_ps(h), xs);
+            const __m512 s5 = _mm512_castps256_ps512(s);
+            mins[r] = _mm256_add_ps(mins[r], s);
+            __m512i ua, ub;
+            if (kind == CPU_QD_Q4_0) {
+                ua = cpu_z_quants4(kind, wb, bytes, &ub);
+            } else {
+                ua = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(cpu_qd_load(wb + 2)),
+                                                         cpu_qd_load(wb + bytes + 2), 1),
+                                      flip);
+                ub = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(cpu_qd_load(wb + 2 * bytes + 2)),
+                                                         cpu_qd_load(wb + 3 * bytes + 2), 1),
+                                      flip);
+            }
+            __m512i pa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ua, xa[0]), pb = pa;
+            if (kind == CPU_QD_Q4_0)
+                pa = _mm512_dpbusd_epi32(pa, ub, xb[0]);
+            else
+                pb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ub, xb[0]);
+            if (planes == 2) {
+                pa = _mm512_dpbusd_epi32(_mm512_slli_epi32(pa, 7), ua, xa[1]);
+                if (kind == CPU_QD_Q4_0)
+                    pa = _mm512_dpbusd_epi32(pa, ub, xb[1]);
+                else
+                    pb = _mm512_dpbusd_epi32(_mm512_slli_epi32(pb, 7), ub, xb[1]);
+            }
+            if (kind == CPU_QD_Q4_0) {
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pa), _mm512_permutexvar_ps(i4, s5), acc[r]);
+            } else {
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pa), _mm512_permutexvar_ps(ia, s5), acc[r]);
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pb), _mm512_permutexvar_ps(ib, s5), acc[r]);
+            }
+        }
+    }
+    const float mf = kind == CPU_QD_Q8_0 ? -128.0f : cpu_qd_min_factor(kind);
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) {
+        /* Odd lanes of |mins| hold the min terms. */
+        const __m256 m = _mm256_permutevar8x32_ps(mins[r], _mm256_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7));
+        float sum = _mm512_reduce_add_ps(acc[r]) +
+                    mf * cpu_qd_hsum(_mm256_blend_ps(m, _mm256_setzero_ps(), 0xF0));
+        for (int64_t j = i; j < nb; j++)
+            sum += cpu_qd_tail_block(kind, wr[r] + (size_t)(j - i) * bytes, q + j * SY_QK, sc + 2 * j,
+                                     planes, k);
+        out[r] = sum;
+    }
+}
+
+#define CPU_Z_QDOT_ROWS(name, kind)                                                           \
+    CPU_QD_EXPORT void cpu_avx512z_##name(CPU_QDOT_ROWS_ARGS)                                 \
+    {                                                                                         \
+        const float *sc = cpu_q8_scales(x, k, planes);                                        \
+        int64_t n = 0;                                                                        \
+        for (; n + CPU_Z_ROWS <= rows; n += CPU_Z_ROWS) {                                     \
+            const uint8_t *wn = (const uint8_t *)w + (size_t)n * w_stride;                    \
+            if (planes == 2)                                                                  \
+                cpu_z_rows1(kind, CPU_Z_ROWS, wn, w_stride, x, sc, k, 2, out + n);            \
+            else                                                                              \
+                cpu_z_rows1(kind, CPU_Z_ROWS, wn, w_stride, x, sc, k, 1, out + n);            \
+        }                                                                                     \
+        for (; n < rows; n++) {                                                               \
+            const uint8_t *wn = (const uint8_t *)w + (size_t)n * w_stride;                    \
+            if (planes == 2)                                                                  \
+                cpu_z_rows1(kind, 1, wn, w_stride, x, sc, k, 2, out + n);                     \
+            else                                                                              \
+                cpu_z_rows1(kind, 1, wn, w_stride, x, sc, k, 1, out + n);                     \
+        }                                                                                     \
+    }
+
+CPU_Z_QDOT_ROWS(qdot_rows_q4_0, CPU_QD_Q4_0)
+CPU_Z_QDOT_ROWS(qdot_rows_q8_0, CPU_QD_Q8_0)
+
 /* ------------------------------------------------ 512-bit prefill GEMM */
 
 /* Panels of 16 columns, laid out as the template's panels of 8: per block

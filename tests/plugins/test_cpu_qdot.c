@@ -242,6 +242,62 @@ Test(cpu_qdot, simd_kernels_match_the_scalar_kernels)
     }
 }
 
+/* The one-column row kernel (decode) over 1..7 rows against the scalar
+ * qdot row by row (passes of several rows and the rows left over). */
+static void check_qdot_rows(trng *r, const cpu_isa_table *isa, sy_dtype t, int64_t k, int planes)
+{
+    const cpu_isa_table *ref = cpu_isa_scalar_table();
+    const size_t stride = cpu_q8_col_bytes(k, planes);
+    size_t row;
+    void *w = random_rows(r, t, k, 7, &row);
+    float *x = xalloc(sizeof(float) * k);
+    uint8_t *col = xalloc(stride);
+    fill_activations(r, x, k);
+    ref->quantize_q8(x, col, k, planes);
+    for (int64_t rows = 1; rows <= 7; rows++) {
+        float got[7];
+        isa->qdot_rows[t](w, row, rows, col, k, planes, got);
+        for (int64_t n = 0; n < rows; n++) {
+            const void *wr = (const uint8_t *)w + n * row;
+            float want;
+            double exact, mag;
+            ref->qdot[t](wr, col, stride, 1, k, planes, &want);
+            exact_dot(t, wr, col, k, planes, &exact, &mag);
+            cr_assert(fabs((double)got[n] - want) <= 2e-5 * mag + 1e-30,
+                      "seed %llu: %s qdot_rows %s K=%lld, %d planes, row %lld of %lld: %.9g, "
+                      "scalar %.9g (magnitude %.3g)",
+                      (unsigned long long)r->seed, isa->name, sy_dtype_name(t), (long long)k, planes,
+                      (long long)n, (long long)rows, (double)got[n], (double)want, mag);
+        }
+    }
+    free(col);
+    free(x);
+    free(w);
+}
+
+Test(cpu_qdot, row_kernels_match_the_scalar_kernels)
+{
+    trng r;
+    trng_init(&r);
+    int checked = 0;
+    for (size_t tb = 0; tb < N_TABLES; tb++) {
+        const cpu_isa_table *isa = simd_table(tb);
+        if (!isa)
+            continue;
+        for (size_t ti = 0; ti < N_QTYPES; ti++) {
+            if (!isa->qdot_rows[qtypes[ti]])
+                continue;
+            int64_t ks[N_ROW_LENGTHS];
+            row_lengths(qtypes[ti], ks);
+            for (int ki = 0; ki < N_ROW_LENGTHS; ki++)
+                for (int planes = 1; planes <= 2; planes++, checked++)
+                    check_qdot_rows(&r, isa, qtypes[ti], ks[ki], planes);
+        }
+    }
+    if (!checked)
+        cr_log_info("no table here has row kernels");
+}
+
 static void check_gemm(trng *r, const cpu_isa_table *isa, sy_dtype t, int64_t k, int planes,
                        int64_t rows)
 {
