@@ -20,6 +20,12 @@
 /* Pause iterations between two looks at the clock while a worker spins
  * (some microseconds). */
 #define CPU_POOL_CLOCK_EVERY 64u
+/* After this long a spinning worker yields its core at every look at the
+ * clock: on a quiet machine sched_yield() returns at once, on a busy one
+ * the core goes to another process instead of to the spin (a pure spinner
+ * there gathers CPU time that the scheduler makes it pay back, late, when
+ * the next job comes). */
+#define CPU_POOL_PURE_SPIN_NS UINT64_C(50000)
 /* Pause iterations the caller spins for lanes still inside a closed job
  * before it starts yielding its core to them. */
 #define CPU_POOL_CALLER_SPINS (1u << 12)
@@ -115,10 +121,10 @@ static unsigned cpu_pool_sleep(cpu_pool *pool, unsigned seen)
 }
 
 /* Waits until the generation differs from |seen| and returns the new one:
- * spins for up to the pool's spin time (the jobs of one token follow each
- * other within microseconds, and a spinning worker joins the next one with
- * a cache-line handoff instead of a wake-up syscall and a reschedule), then
- * sleeps, so an idle pool costs no CPU once the spin time has passed. */
+ * spins for up to the pool's spin time (a spinning worker joins the next
+ * job with a cache-line handoff instead of a wake-up syscall and a
+ * reschedule), then sleeps, so an idle pool costs no CPU once the spin
+ * time has passed. */
 static unsigned cpu_pool_wait_generation(cpu_pool *pool, unsigned seen)
 {
     const uint64_t spin_ns = atomic_load_explicit(&pool->spin_ns, memory_order_relaxed);
@@ -134,6 +140,8 @@ static unsigned cpu_pool_wait_generation(cpu_pool *pool, unsigned seen)
                 start = now;
             else if (now - start >= spin_ns)
                 break;
+            else if (now - start >= CPU_POOL_PURE_SPIN_NS)
+                sched_yield();
         }
     }
     return cpu_pool_sleep(pool, seen);

@@ -1,10 +1,10 @@
 /* Thread pool of the CPU plugin: one lane per physical core, the calling
  * thread being lane 0 and lanes 1..n-1 worker threads pinned to their core.
  * A dispatch bumps a generation counter; idle workers spin on it for a
- * bounded time (CPU_POOL_SPIN_NS) and then sleep on it (a futex; a
- * condition variable where there are none), so back-to-back dispatches
- * (hundreds per token, and the tokens of one generation) cost a cache-line
- * handoff, not a syscall, while an idle pool stops using CPU.
+ * bounded time (CPU_POOL_SPIN_NS, settable) and then sleep on it (a futex;
+ * a condition variable where there are none), so back-to-back dispatches
+ * within the spin cost a cache-line handoff, later ones one wake-up, and an
+ * idle pool uses no CPU.
  *
  * A dispatch is cut into |nth| chunks that lanes claim from an atomic
  * counter.  The caller claims chunks too and, once none is left, closes the
@@ -27,10 +27,13 @@ typedef void (*cpu_task_fn)(void *ctx, uint32_t ith, uint32_t nth, uint32_t lane
 typedef struct cpu_pool cpu_pool;
 
 /* Default time an idle worker spins for the next dispatch before it
- * sleeps: longer than the gap between two tokens of a generation loop
- * (sampling, the graph update), short enough that a session left idle
- * stops using CPU at once. */
-#define CPU_POOL_SPIN_NS UINT64_C(2000000)
+ * sleeps.  Short: on the 2-vCPU VM this was measured on, spinning costs the
+ * step more than the wake-up it saves (SmolLM2 tg64 -t 2, 4-6 interleaved
+ * rounds, median t/s: spin 0 67.7, 5 us 67.2, 20 us 59.5 (HEAD's 1024
+ * pauses 59.6), 50 us 34.3 against 20 us 73.8, 2 ms 26.8 against 20 us
+ * 50.9).  A machine with cores of its own may gain from a longer spin
+ * (SWITCHYARD_CPU_SPIN_US). */
+#define CPU_POOL_SPIN_NS UINT64_C(5000)
 
 /* Creates a pool of |n_threads| lanes (>= 1): n_threads - 1 worker threads,
  * pinned (when |pin|) to cores 1..n-1 of |topo| when there are enough
