@@ -346,6 +346,84 @@ static bool try_run_move(sy__makespan_ws *ws, uint8_t *assign, uint32_t v, uint3
     return false;
 }
 
+/* Puts on |d| the chain through |v|: v and its neighbours linked by
+ * edges that are a producer's only consumer and a consumer's only input,
+ * on whatever devices they are (a branch of a fork/join changing device
+ * as a whole, where moving one run at a time only adds transfers).
+ * Returns false, with |assign| partly changed, when d cannot run one of
+ * them; *|moved| says whether any node changed device. */
+static bool put_chain(const sy__makespan_ws *ws, uint8_t *assign, uint32_t v, uint32_t d,
+                      bool *moved)
+{
+    const sy__sched_problem *pb = ws->pb;
+    bool ok = true;
+    *moved = false;
+    uint32_t u = v;
+    for (;;) { /* up: while u has one input whose only consumer is u */
+        ok = ok && isfinite(sy__sched_cost(pb, u, d));
+        *moved |= assign[u] != d;
+        assign[u] = (uint8_t)d;
+        if (pb->in_start[u + 1] - pb->in_start[u] != 1)
+            break;
+        uint32_t p = pb->in_list[pb->in_start[u]];
+        if (ws->out_start[p + 1] - ws->out_start[p] != 1)
+            break;
+        u = p;
+    }
+    for (u = v; ok && ws->out_start[u + 1] - ws->out_start[u] == 1;) { /* down */
+        uint32_t c = ws->out_list[ws->out_start[u]];
+        if (pb->in_start[c + 1] - pb->in_start[c] != 1)
+            break;
+        u = c;
+        ok = isfinite(sy__sched_cost(pb, u, d));
+        *moved |= assign[u] != d;
+        assign[u] = (uint8_t)d;
+    }
+    return ok;
+}
+
+/* Makes the single-node move that gives the lowest makespan, better or
+ * not than |assign|'s own: after a chain moved, the node it displaced. */
+static void best_single_move(sy__makespan_ws *ws, uint8_t *assign)
+{
+    const sy__sched_problem *pb = ws->pb;
+    double best = INFINITY;
+    uint32_t bv = UINT32_MAX, bd = 0;
+    for (uint32_t v = 0; v < pb->n; v++) {
+        uint8_t from = assign[v];
+        for (uint32_t d = 0; d < pb->n_dev; d++) {
+            if (d == from || !isfinite(sy__sched_cost(pb, v, d)))
+                continue;
+            assign[v] = (uint8_t)d;
+            double t = sy__makespan_eval(ws, assign);
+            if (t < best) {
+                best = t;
+                bv = v;
+                bd = d;
+            }
+        }
+        assign[v] = from;
+    }
+    if (bv != UINT32_MAX)
+        assign[bv] = (uint8_t)bd;
+}
+
+/* put_chain(), kept when the makespan drops below *|best|. */
+static bool try_chain_move(sy__makespan_ws *ws, uint8_t *assign, uint32_t v, uint32_t d,
+                           uint8_t *saved, double *best)
+{
+    memcpy(saved, assign, ws->pb->n);
+    bool moved;
+    bool ok = put_chain(ws, assign, v, d, &moved);
+    double t = ok && moved ? sy__makespan_eval(ws, assign) : INFINITY;
+    if (t < *best * (1.0 - 1e-12)) {
+        *best = t;
+        return true;
+    }
+    memcpy(assign, saved, ws->pb->n);
+    return false;
+}
+
 /* Appends to |list| (from *len on) node |v| and every node reachable from
  * it along edges staying on its device; returns the new length. */
 static uint32_t collect_run(const sy__makespan_ws *ws, const uint8_t *assign, uint32_t v,
@@ -397,9 +475,9 @@ static bool try_swap_runs(sy__makespan_ws *ws, uint8_t *assign, uint32_t v, uint
 }
 
 /* Moves single nodes, producer-consumer pairs together (a move of either
- * alone would add a transfer) and a node with the rest of its run on its
- * device (a branch changing device), while the simulated makespan drops;
- * returns it. */
+ * alone would add a transfer), a node with the rest of its run on its
+ * device and a node with its chain (a branch changing device), while the
+ * simulated makespan drops; returns it. */
 static double heft_search(sy__makespan_ws *ws, uint8_t *assign, double best, uint32_t *stack,
                           uint8_t *saved, bool swaps)
 {
@@ -417,6 +495,9 @@ static double heft_search(sy__makespan_ws *ws, uint8_t *assign, double best, uin
         for (uint32_t v = 0; v < pb->n; v++)
             for (uint32_t d = 0; d < pb->n_dev; d++)
                 improved |= try_run_move(ws, assign, v, d, stack, saved, &best);
+        for (uint32_t v = 0; v < pb->n; v++)
+            for (uint32_t d = 0; d < pb->n_dev; d++)
+                improved |= try_chain_move(ws, assign, v, d, saved, &best);
         for (uint32_t v = 0; swaps && pb->n <= HEFT_SWAP_MAX_NODES && v < pb->n; v++)
             for (uint32_t w = v + 1; w < pb->n; w++)
                 improved |= try_swap_runs(ws, assign, v, w, stack, saved, &best);
@@ -514,7 +595,30 @@ sy_status sy__sched_heft(const sy__sched_problem *pb, uint32_t async_mask, const
     for (uint32_t kick = 0; search && n <= HEFT_SWAP_MAX_NODES && kick < HEFT_KICKS &&
                             stale < HEFT_KICKS_STALE;
          kick++) {
-        if (kick % 2) {
+        if (kick % 8 == 6) {
+            /* A random plan: a start far from every construction. */
+            for (uint32_t v = 0; v < n; v++) {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                uint32_t d = (uint32_t)(rng % D);
+                for (uint32_t q = 0; !isfinite(sy__sched_cost(pb, v, d)) && q < D; q++)
+                    d = q;
+                cand[v] = (uint8_t)d;
+            }
+        } else if (kick % 4 == 2) {
+            /* A whole chain to another device, which the search then
+             * completes (the branch it displaces moves next). */
+            memcpy(cand, best, n);
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            bool moved;
+            if (!put_chain(&ws, cand, (uint32_t)(rng % n), (uint32_t)((rng >> 32) % D), &moved))
+                memcpy(cand, best, n);
+            else
+                best_single_move(&ws, cand);
+        } else if (kick % 2) {
             /* HEFT again with its ranks jittered: another construction. */
             for (uint32_t v = 0; v < n; v++) {
                 rng ^= rng << 13;
