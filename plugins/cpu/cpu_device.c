@@ -161,6 +161,8 @@ static void cpu_state_free(cpu_state *s)
     }
     if (s->shared)
         host->free(host->ctx, s->shared);
+    if (s->rope.inv_freq)
+        host->free(host->ctx, s->rope.inv_freq);
     if (s->topo)
         hwloc_topology_destroy(s->topo);
     host->free(host->ctx, s);

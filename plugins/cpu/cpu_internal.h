@@ -63,6 +63,18 @@ typedef struct cpu_state {
     cpu_lane *lanes;    /* n_threads entries */
     void *shared;       /* scratch read by every lane (converted inputs) */
     size_t shared_size;
+    /* ROPE's angles, kept between calls (execution is serial): base^(-2j /
+     * n_rot) for j < n_rot / 2 of the last (n_rot, base), and cos, sin of
+     * those angles at the last one-token position and freq_scale, so the
+     * q and k ropes of every layer of a decode step compute them once. */
+    struct {
+        double *inv_freq; /* n_rot / 2 doubles, then cos and sin floats */
+        float *cos, *sin;
+        int64_t n_rot;
+        float base, freq_scale;
+        int32_t pos;
+        bool has_pos;
+    } rope;
     sy_device_desc desc;
     uint64_t mem_in_use, mem_peak; /* bytes of buffer_alloc's buffers: now, most at once */
 } cpu_state;

@@ -128,6 +128,17 @@ typedef struct cpu_rope_ctx {
     const sy_tensor *x, *pos, *y;
 } cpu_rope_ctx;
 
+/* cos and sin of pos * freq_scale * inv_freq[j] for j < half. */
+static void cpu_rope_angles(const double *inv_freq, int64_t half, int32_t pos, double freq_scale,
+                            float *cos_t, float *sin_t)
+{
+    for (int64_t j = 0; j < half; j++) {
+        const double theta = (double)pos * freq_scale * inv_freq[j];
+        cos_t[j] = (float)cos(theta);
+        sin_t[j] = (float)sin(theta);
+    }
+}
+
 static void cpu_rope_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     const cpu_rope_ctx *c = arg;
@@ -135,16 +146,13 @@ static void cpu_rope_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
     const int64_t d = c->x->ne[0], heads = c->x->ne[1], tokens = c->x->ne[2];
     const bool neox = p->i[0] == SY_ROPE_NEOX;
     const int64_t n_rot = p->i[1], half = n_rot / 2;
-    const double base = p->f[0];
     const double freq_scale = p->f[1] != 0.0f ? p->f[1] : 1.0;
-    /* Lane scratch: base^(-2j / n_rot) for every j (once per call, not per
-     * token), then cos[half], sin[half] of the token in hand. */
-    double *inv_freq = c->s->lanes[lane].scratch;
-    float *cos_t = (float *)(inv_freq + half);
-    float *sin_t = cos_t + half;
-    int64_t cached_t = -1;
-    for (int64_t j = 0; j < half; j++)
-        inv_freq[j] = pow(base, -2.0 * (double)j / (double)n_rot);
+    /* One token: the angles cpu_kernel_rope left in the state.  More: the
+     * lane's own cos[half], sin[half] of the token in hand. */
+    const bool one = tokens == 1;
+    const float *cos_t = one ? c->s->rope.cos : c->s->lanes[lane].scratch;
+    const float *sin_t = one ? c->s->rope.sin : cos_t + half;
+    int64_t cached_t = one ? 0 : -1;
 
     int64_t lo, hi;
     cpu_split(heads * tokens, ith, nth, &lo, &hi);
@@ -152,11 +160,8 @@ static void cpu_rope_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
         const int64_t h = r % heads, t = r / heads;
         if (t != cached_t) {
             const int32_t pos = *(const int32_t *)((const char *)c->pos->data + t * (int64_t)c->pos->nb[0]);
-            for (int64_t j = 0; j < half; j++) {
-                const double theta = (double)pos * freq_scale * inv_freq[j];
-                cos_t[j] = (float)cos(theta);
-                sin_t[j] = (float)sin(theta);
-            }
+            float *lane_cos = c->s->lanes[lane].scratch;
+            cpu_rope_angles(c->s->rope.inv_freq, half, pos, freq_scale, lane_cos, lane_cos + half);
             cached_t = t;
         }
         const float *x = (const float *)cpu_row(c->x, h, t, 0);
@@ -171,6 +176,48 @@ static void cpu_rope_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
         for (int64_t i = n_rot; i < d; i++)
             y[i] = x[i];
     }
+}
+
+/* Makes s->rope hold the frequencies of (n_rot, base) and, for one token,
+ * the angles of its position: pow, cos and sin run when these change, not
+ * on every call (a decode step ropes q and k of every layer at one
+ * position).  The same double arithmetic as per call, so bit-identical. */
+static sy_status cpu_rope_tables(cpu_state *s, const sy_node *node)
+{
+    const sy_op_params *p = &node->params;
+    const int64_t n_rot = p->i[1], half = n_rot / 2;
+    const float base = p->f[0];
+    if (s->rope.n_rot != n_rot || memcmp(&s->rope.base, &base, sizeof base) != 0) {
+        if (s->rope.n_rot < n_rot) {
+            void *m = s->host->alloc(s->host->ctx, (size_t)half * (sizeof(double) + 2 * sizeof(float)),
+                                     CPU_ALIGN);
+            if (!m)
+                return SY_E_NO_MEMORY;
+            if (s->rope.inv_freq)
+                s->host->free(s->host->ctx, s->rope.inv_freq);
+            s->rope.inv_freq = m;
+        }
+        s->rope.cos = (float *)(s->rope.inv_freq + half);
+        s->rope.sin = s->rope.cos + half;
+        for (int64_t j = 0; j < half; j++)
+            s->rope.inv_freq[j] = pow((double)base, -2.0 * (double)j / (double)n_rot);
+        s->rope.n_rot = n_rot;
+        s->rope.base = base;
+        s->rope.has_pos = false;
+    }
+    const sy_tensor *x = node->inputs[0], *pt = node->inputs[1];
+    if (x->ne[2] != 1)
+        return SY_OK;
+    const int32_t pos = *(const int32_t *)pt->data;
+    const float fs = p->f[1];
+    if (!s->rope.has_pos || s->rope.pos != pos || memcmp(&s->rope.freq_scale, &fs, sizeof fs) != 0) {
+        cpu_rope_angles(s->rope.inv_freq, half, pos, fs != 0.0f ? fs : 1.0, s->rope.cos,
+                        s->rope.sin);
+        s->rope.pos = pos;
+        s->rope.freq_scale = fs;
+        s->rope.has_pos = true;
+    }
+    return SY_OK;
 }
 
 sy_status cpu_kernel_rope(cpu_state *s, const sy_node *node, const char **out_why)
@@ -188,7 +235,9 @@ sy_status cpu_kernel_rope(cpu_state *s, const sy_node *node, const char **out_wh
         *out_why = "mode or n_rot outside the rope rules";
         return SY_E_UNSUPPORTED;
     }
-    sy_status st = cpu_scratch_reserve(s, (size_t)p->i[1] * (sizeof(double) + sizeof(float)));
+    sy_status st = cpu_scratch_reserve(s, (size_t)p->i[1] * sizeof(float));
+    if (st == SY_OK)
+        st = cpu_rope_tables(s, node);
     if (st != SY_OK)
         return st;
     cpu_pool_run(s->pool, cpu_rope_task, &c, cpu_rows_lanes(s, c.x));
