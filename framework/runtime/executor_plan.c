@@ -321,12 +321,43 @@ static sy_status xp_place_leaf(xp_run *r, sy_tensor *t, uint32_t d)
     return st == SY_OK ? SY_OK : sy__xp_fail(r, st, d, "copy_in", t->name, size);
 }
 
+/* True when no other tensor's host data overlaps |t|'s, |n| bytes at |host|
+ * (an output may share its host memory with an input of the graph). */
+static bool xp_host_alone(const xp_run *r, const sy_tensor *t, const char *host, uint64_t n)
+{
+    for (uint32_t i = 0; i < r->n_tensors; i++) {
+        const sy_tensor *u = sy__graph_tensor_at(r->g, i);
+        const char *h = sy__graph_host_of(r->g, u);
+        if (u != t && h && h < host + n && host < h + sy_tensor_nbytes(u))
+            return false;
+    }
+    return true;
+}
+
+/* Binds a marked output with host data of its own, made on a device that
+ * shares host memory, to that host memory, so that its producer writes it
+ * there and nothing is copied back (a session's logits); false when it
+ * stays in the arena. */
+static bool xp_output_in_host(xp_run *r, const sy__mp_item *it)
+{
+    const sy_tensor *t = sy__graph_tensor_at(r->g, it->tensor);
+    const sy_node *prod = sy__graph_producer_of(r->g, t);
+    char *host = sy__graph_host_of(r->g, t);
+    if (!host || t->view_src || !prod || !sy__graph_is_output_of(r->g, t) ||
+        r->plan->nodes[prod->id].dev != it->slot || !r->dev[it->slot]->desc.unified_memory ||
+        !sy_tensor_is_contiguous(t) || !xp_host_alone(r, t, host, sy_tensor_nbytes(t)))
+        return false;
+    return sy__xp_wrap(r, t, it->slot, host, XP_FROM_HOST);
+}
+
 /* Binds every activation that has bytes of its own in an arena. */
 static void xp_bind_arenas(xp_run *r)
 {
     const sy__memplan *mp = r->mp;
     for (uint32_t i = 0; i < mp->n_items; i++) {
         const sy__mp_item *it = &mp->items[i];
+        if (xp_output_in_host(r, it))
+            continue;
         xp_bind *b = sy__xp_at(r, it->tensor, it->slot);
         const xp_device *ds = r->ds[it->slot];
         b->buf = ds->arena;

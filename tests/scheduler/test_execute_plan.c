@@ -506,3 +506,67 @@ Test(execute_plan, smollm2_steps_through_one_executor_give_the_cpus_logits)
     sy_runtime_destroy(rt);
     st_check_leaks();
 }
+
+/* z = x * x and w = z + x, both marked outputs, on the cpu.  z's host
+ * memory is x's when |shared|: z must then not be written there before w
+ * has read x.  Otherwise z and w are written straight into their host
+ * memory: a unified device's run moves no bytes at all. */
+static void run_square_then_add(bool shared)
+{
+    sy_runtime *rt = st_runtime();
+    sy_planner *pl;
+    cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
+    enum { N = 64 };
+    float xs[N], zs[N], ws[N];
+    for (int i = 0; i < N; i++)
+        xs[i] = (float)(i + 1);
+    sy_graph *g;
+    cr_assert_eq(sy_graph_create(&g), SY_OK);
+    const int64_t ne[1] = {N};
+    sy_tensor *x, *z, *w;
+    cr_assert_eq(sy_graph_add_tensor(g, "x", SY_DTYPE_F32, 1, ne, SY_ROLE_INPUT, xs, &x), SY_OK);
+    sy_tensor *in[2] = {x, x};
+    cr_assert_eq(sy_graph_add_node(g, SY_OP_MUL, "z", in, 2, NULL, &z), SY_OK);
+    in[0] = z;
+    cr_assert_eq(sy_graph_add_node(g, SY_OP_ADD, "w", in, 2, NULL, &w), SY_OK);
+    cr_assert_eq(sy_graph_set_host_data(g, z, shared ? xs : zs), SY_OK);
+    cr_assert_eq(sy_graph_set_host_data(g, w, ws), SY_OK);
+    cr_assert_eq(sy_graph_mark_output(g, z), SY_OK);
+    cr_assert_eq(sy_graph_mark_output(g, w), SY_OK);
+    cr_assert_eq(sy_graph_freeze(g), SY_OK, "%s", sy_graph_last_error(g));
+    const char *pins[] = {"*=cpu"};
+    sy_plan_options o;
+    sy_plan_options_init(&o);
+    o.pins = pins;
+    o.n_pins = 1;
+    sy_plan *plan = st_plan(pl, g, &o);
+    sy_executor *x_ = NULL;
+    cr_assert_eq(sy_executor_create(rt, &x_), SY_OK);
+    cr_assert_eq(sy_executor_run(x_, g, plan), SY_OK, "%s", sy_runtime_last_error(rt));
+    const float *zr = shared ? xs : zs;
+    for (int i = 0; i < N; i++) {
+        const float v = (float)(i + 1);
+        cr_assert_eq(zr[i], v * v, "z[%d]: %g", i, (double)zr[i]);
+        cr_assert_eq(ws[i], v * v + v, "w[%d]: %g, want %g", i, (double)ws[i], (double)(v * v + v));
+    }
+    sy_executor_memory m;
+    cr_assert_eq(sy_executor_query_memory(x_, ST_CPU, &m), SY_OK);
+    if (!shared)
+        cr_assert_eq(m.moved_bytes, 0u, "%llu bytes moved", (unsigned long long)m.moved_bytes);
+    sy_executor_destroy(x_);
+    sy_plan_release(plan);
+    sy_graph_destroy(g);
+    sy_planner_destroy(pl);
+    sy_runtime_destroy(rt);
+    st_check_leaks();
+}
+
+Test(execute_plan, outputs_are_written_in_their_host_memory_on_a_unified_device)
+{
+    run_square_then_add(false);
+}
+
+Test(execute_plan, an_output_sharing_host_memory_with_an_input_waits_for_the_copy_back)
+{
+    run_square_then_add(true);
+}
