@@ -33,6 +33,9 @@
  * third node moving as well escape only together. */
 #define HEFT_KICKS 640u
 #define HEFT_KICKS_STALE 240u
+/* ... and at most this many per node without gain: a problem of a few
+ * nodes has few plans to find. */
+#define HEFT_KICKS_STALE_PER_NODE 24u
 /* Transfers one node may need on one device (its distinct producers). */
 #define HEFT_MAX_XFERS 64u
 
@@ -591,9 +594,11 @@ sy_status sy__sched_heft(const sy__sched_problem *pb, uint32_t async_mask, const
      * allowed devices), search again, keep what improves.  A fixed
      * generator seeded from the problem's size keeps plans reproducible. */
     uint64_t rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n << 8 | D);
-    uint32_t stale = 0;
+    uint32_t stale = 0, stale_max = HEFT_KICKS_STALE_PER_NODE * n;
+    if (stale_max > HEFT_KICKS_STALE)
+        stale_max = HEFT_KICKS_STALE;
     for (uint32_t kick = 0; search && n <= HEFT_SWAP_MAX_NODES && kick < HEFT_KICKS &&
-                            stale < HEFT_KICKS_STALE;
+                            stale < stale_max;
          kick++) {
         if (kick % 8 == 6) {
             /* A random plan: a start far from every construction. */
