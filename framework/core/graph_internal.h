@@ -72,6 +72,13 @@ static inline bool sy__graph_is_output_of(const sy_graph *g, const sy_tensor *t)
     return g->is_output[t->id];
 }
 
+/* Host data by tensor id (a tensor's id is its index), for a loop that
+ * should not load every tensor only to read its id. */
+static inline void *sy__graph_host_at(const sy_graph *g, uint32_t i)
+{
+    return g->host_data[i];
+}
+
 /* Hashes the structure of |n_nodes| nodes in topological order into
  * |out_sig|: topology (which tensor feeds which node), ops, the op
  * parameters that can change what a device accepts, dtypes, roles, view

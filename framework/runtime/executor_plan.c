@@ -322,32 +322,46 @@ static sy_status xp_place_leaf(xp_run *r, sy_tensor *t, uint32_t d)
 }
 
 /* True when no other tensor's host data overlaps |t|'s, |n| bytes at |host|
- * (an output may share its host memory with an input of the graph). */
+ * (an output may share its host memory with an input of the graph).  Run
+ * after the leaves are placed: the tensors with host data are then in
+ * cache. */
 static bool xp_host_alone(const xp_run *r, const sy_tensor *t, const char *host, uint64_t n)
 {
     for (uint32_t i = 0; i < r->n_tensors; i++) {
-        const sy_tensor *u = sy__graph_tensor_at(r->g, i);
-        const char *h = sy__graph_host_of(r->g, u);
-        if (u != t && h && h < host + n && host < h + sy_tensor_nbytes(u))
+        const char *h = sy__graph_host_at(r->g, i);
+        if (!h || i == t->id)
+            continue;
+        if (h < host + n && host < h + sy_tensor_nbytes(sy__graph_tensor_at(r->g, i)))
             return false;
     }
     return true;
 }
 
-/* Binds a marked output with host data of its own, made on a device that
- * shares host memory, to that host memory, so that its producer writes it
- * there and nothing is copied back (a session's logits); false when it
+/* Binds each marked output with host data of its own, made on a device
+ * that shares host memory, to that host memory instead of its arena bytes,
+ * so that its producer writes it there and nothing is copied back (a
+ * session's logits).  One whose host memory overlaps another tensor's
  * stays in the arena. */
-static bool xp_output_in_host(xp_run *r, const sy__mp_item *it)
+static void xp_outputs_in_host(xp_run *r)
 {
-    const sy_tensor *t = sy__graph_tensor_at(r->g, it->tensor);
-    const sy_node *prod = sy__graph_producer_of(r->g, t);
-    char *host = sy__graph_host_of(r->g, t);
-    if (!host || t->view_src || !prod || !sy__graph_is_output_of(r->g, t) ||
-        r->plan->nodes[prod->id].dev != it->slot || !r->dev[it->slot]->desc.unified_memory ||
-        !sy_tensor_is_contiguous(t) || !xp_host_alone(r, t, host, sy_tensor_nbytes(t)))
-        return false;
-    return sy__xp_wrap(r, t, it->slot, host, XP_FROM_HOST);
+    const sy__memplan *mp = r->mp;
+    for (uint32_t i = 0; i < mp->n_items; i++) {
+        const sy__mp_item *it = &mp->items[i];
+        /* Most activations have no host data: pass them by id. */
+        char *host = sy__graph_host_at(r->g, it->tensor);
+        if (!host)
+            continue;
+        const sy_tensor *t = sy__graph_tensor_at(r->g, it->tensor);
+        const sy_node *prod = sy__graph_producer_of(r->g, t);
+        if (t->view_src || !prod || !sy__graph_is_output_of(r->g, t) ||
+            r->plan->nodes[prod->id].dev != it->slot || !r->dev[it->slot]->desc.unified_memory ||
+            !sy_tensor_is_contiguous(t) || !xp_host_alone(r, t, host, sy_tensor_nbytes(t)))
+            continue;
+        /* Refused: the arena binding stays. */
+        xp_bind keep = *sy__xp_at(r, it->tensor, it->slot);
+        if (!sy__xp_wrap(r, t, it->slot, host, XP_FROM_HOST))
+            *sy__xp_at(r, it->tensor, it->slot) = keep;
+    }
 }
 
 /* Binds every activation that has bytes of its own in an arena. */
@@ -356,8 +370,6 @@ static void xp_bind_arenas(xp_run *r)
     const sy__memplan *mp = r->mp;
     for (uint32_t i = 0; i < mp->n_items; i++) {
         const sy__mp_item *it = &mp->items[i];
-        if (xp_output_in_host(r, it))
-            continue;
         xp_bind *b = sy__xp_at(r, it->tensor, it->slot);
         const xp_device *ds = r->ds[it->slot];
         b->buf = ds->arena;
@@ -567,6 +579,8 @@ sy_status sy_executor_run(sy_executor *x, sy_graph *g, const sy_plan *plan)
         if (!t->view_src && !sy__graph_producer_of(g, t) && plan->leaf_home[i] != SY__NO_DEVICE)
             st = xp_place_leaf(&r, t, plan->leaf_home[i]);
     }
+    if (st == SY_OK)
+        xp_outputs_in_host(&r);
     if (st == SY_OK)
         st = sy__xp_run_steps(&r);
     if (st == SY_OK)
