@@ -39,10 +39,6 @@ struct sy_graph {
     uint32_t *dirty, n_dirty;
     /* scratch of sy__graph_update_params, kept between updates */
     bool *changed; /* per tensor: its shape changed in this update */
-    /* per tensor id t: the nodes reading it, in order, are
-     * cons[cons_start[t] .. cons_start[t + 1]); built at the first update */
-    uint32_t *cons_start, *cons;
-    bool *pending; /* per node: reads a tensor whose shape changed */
     sy__graph_undo *undo;
     uint32_t n_undo, cap_undo;
     char err[512];

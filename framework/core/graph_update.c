@@ -29,11 +29,6 @@ static sy_status update_fail(sy_graph *g, sy_status st, const char *fmt, ...)
 void sy__graph_update_free(sy_graph *g)
 {
     free(g->changed);
-    free(g->cons_start);
-    free(g->cons);
-    free(g->pending);
-    g->cons_start = g->cons = NULL;
-    g->pending = NULL;
     free(g->undo);
     free(g->node_dirty);
     free(g->dirty);
@@ -63,41 +58,6 @@ static sy__graph_undo *undo_push(sy_graph *g)
 /* Re-infers node |n| from its (possibly new) params and inputs and applies
  * a changed extent to its output when that output is a view.  Sets
  * *out_changed when the output's shape changed. */
-/* Builds the consumer lists (the graph is frozen: they stay true). */
-static bool build_consumers(sy_graph *g)
-{
-    uint32_t *start = calloc((size_t)g->n_tensors + 2, sizeof *start);
-    size_t edges = 0;
-    for (uint32_t i = 0; i < g->n_nodes; i++)
-        edges += g->nodes[i]->n_inputs;
-    uint32_t *cons = malloc((edges ? edges : 1) * sizeof *cons);
-    if (!start || !cons) {
-        free(start);
-        free(cons);
-        return false;
-    }
-    for (uint32_t i = 0; i < g->n_nodes; i++)
-        for (uint32_t k = 0; k < g->nodes[i]->n_inputs; k++)
-            start[g->nodes[i]->inputs[k]->id + 2]++;
-    for (uint32_t t = 0; t < g->n_tensors; t++)
-        start[t + 2] += start[t + 1];
-    /* start[t + 1] is now where t's list begins; filling moves it to its end,
-     * which is where t + 1's begins. */
-    for (uint32_t i = 0; i < g->n_nodes; i++)
-        for (uint32_t k = 0; k < g->nodes[i]->n_inputs; k++)
-            cons[start[g->nodes[i]->inputs[k]->id + 1]++] = i;
-    g->cons_start = start;
-    g->cons = cons;
-    return true;
-}
-
-/* Marks every node reading tensor |t| for a new shape inference. */
-static void mark_consumers(sy_graph *g, uint32_t t)
-{
-    for (uint32_t k = g->cons_start[t]; k < g->cons_start[t + 1]; k++)
-        g->pending[g->cons[k]] = true;
-}
-
 static sy_status reinfer(sy_graph *g, sy_node *n, bool *out_changed)
 {
     *out_changed = false;
@@ -136,7 +96,6 @@ static sy_status reinfer(sy_graph *g, sy_node *n, bool *out_changed)
     memcpy(o->nb, want.nb, sizeof o->nb);
     o->view_offset = want.view_offset;
     g->changed[o->id] = true;
-    mark_consumers(g, o->id);
     *out_changed = true;
     return SY_OK;
 }
@@ -183,13 +142,14 @@ static sy_status apply(sy_graph *g, const sy__node_update *ups, uint32_t n, bool
         if (changed && nd->id < first)
             first = nd->id;
     }
-    /* Nodes are in topological order: one pass reaches every consumer
-     * (marked pending by reinfer, so the pass loads no other node). */
+    /* Nodes are in topological order: one pass reaches every consumer. */
     for (uint32_t i = first == UINT32_MAX ? g->n_nodes : first + 1; i < g->n_nodes; i++) {
-        if (!g->pending[i])
-            continue;
-        g->pending[i] = false;
         sy_node *nd = g->nodes[i];
+        bool reads_changed = false;
+        for (uint32_t k = 0; k < nd->n_inputs; k++)
+            reads_changed |= g->changed[nd->inputs[k]->id];
+        if (!reads_changed)
+            continue;
         bool changed;
         sy_status st = reinfer(g, nd, &changed);
         if (st != SY_OK)
@@ -213,8 +173,7 @@ sy_status sy__graph_update_params(sy_graph *g, const sy__node_update *ups, uint3
         g->changed = calloc((size_t)g->n_tensors + 1, sizeof *g->changed);
         g->node_dirty = calloc((size_t)g->n_nodes + 1, sizeof *g->node_dirty);
         g->dirty = malloc(((size_t)g->n_nodes + 1) * sizeof *g->dirty);
-        g->pending = calloc((size_t)g->n_nodes + 1, sizeof *g->pending);
-        if (!g->changed || !g->node_dirty || !g->dirty || !g->pending || !build_consumers(g)) {
+        if (!g->changed || !g->node_dirty || !g->dirty) {
             sy__graph_update_free(g);
             return update_fail(g, SY_E_NO_MEMORY, "out of memory preparing a graph update");
         }
@@ -224,8 +183,6 @@ sy_status sy__graph_update_params(sy_graph *g, const sy__node_update *ups, uint3
     bool rehash = false;
     sy_status st = apply(g, ups, n, &rehash);
     if (st != SY_OK) {
-        /* A failed pass may leave marks behind. */
-        memset(g->pending, 0, (size_t)g->n_nodes * sizeof *g->pending);
         undo_all(g);
         /* Nothing changed after all: what this update marked is clean. */
         while (g->n_dirty > n_dirty)
