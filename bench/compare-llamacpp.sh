@@ -60,6 +60,31 @@ cleanup() { rm -rf "$out"; }
 trap cleanup EXIT
 
 # ------------------------------------------------------ llama-cpp-python
+# llama.cpp built for this CPU: -march=native, except where the CPU reports
+# AMX: there ggml's AMX weight buffer crashes llama_decode here (SIGSEGV in
+# the first batch, a KVM guest with amx_int8/amx_tile, llama-cpp-python
+# 0.3.36), so the build names every other ISA extension the CPU has.
+llama_cmake_args() {
+    local f
+    f=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+    if [[ $f != *" amx_int8 "* && $f != *" amx_tile "* ]]; then
+        echo "-DGGML_NATIVE=ON"
+        return
+    fi
+    local a="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+    has() { [[ $f == *" $1 "* ]]; }
+    has avx && a+=" -DGGML_AVX=ON"
+    has avx2 && a+=" -DGGML_AVX2=ON"
+    has fma && a+=" -DGGML_FMA=ON"
+    has f16c && a+=" -DGGML_F16C=ON"
+    has bmi2 && a+=" -DGGML_BMI2=ON"
+    has avx_vnni && a+=" -DGGML_AVX_VNNI=ON"
+    has avx512f && a+=" -DGGML_AVX512=ON"
+    has avx512vbmi && a+=" -DGGML_AVX512_VBMI=ON"
+    has avx512_vnni && a+=" -DGGML_AVX512_VNNI=ON"
+    has avx512_bf16 && a+=" -DGGML_AVX512_BF16=ON"
+    echo "$a"
+}
 if [ -z "$venv" ]; then
     venv=$out/venv
 fi
@@ -67,7 +92,7 @@ py=$venv/bin/python
 if ! [ -x "$py" ] || ! "$py" -c 'import llama_cpp' 2>/dev/null; then
     echo "building llama-cpp-python from PyPI for this CPU into $venv (minutes)..." >&2
     python3 -m venv "$venv"
-    CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF" \
+    CMAKE_ARGS="$(llama_cmake_args) -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF" \
         CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
         "$venv/bin/pip" install --quiet --disable-pip-version-check --no-cache-dir \
         --no-binary llama-cpp-python llama-cpp-python >"$out/pip.log" 2>&1 ||
