@@ -354,17 +354,14 @@ static bool try_run_move(sy__makespan_ws *ws, uint8_t *assign, uint32_t v, uint3
  * on whatever devices they are (a branch of a fork/join changing device
  * as a whole, where moving one run at a time only adds transfers).
  * Returns false, with |assign| partly changed, when d cannot run one of
- * them; *|moved| says whether any node changed device. */
-static bool put_chain(const sy__makespan_ws *ws, uint8_t *assign, uint32_t v, uint32_t d,
-                      bool *moved)
+ * them. */
+static bool put_chain(const sy__makespan_ws *ws, uint8_t *assign, uint32_t v, uint32_t d)
 {
     const sy__sched_problem *pb = ws->pb;
     bool ok = true;
-    *moved = false;
     uint32_t u = v;
     for (;;) { /* up: while u has one input whose only consumer is u */
         ok = ok && isfinite(sy__sched_cost(pb, u, d));
-        *moved |= assign[u] != d;
         assign[u] = (uint8_t)d;
         if (pb->in_start[u + 1] - pb->in_start[u] != 1)
             break;
@@ -379,7 +376,6 @@ static bool put_chain(const sy__makespan_ws *ws, uint8_t *assign, uint32_t v, ui
             break;
         u = c;
         ok = isfinite(sy__sched_cost(pb, u, d));
-        *moved |= assign[u] != d;
         assign[u] = (uint8_t)d;
     }
     return ok;
@@ -416,9 +412,8 @@ static bool try_chain_move(sy__makespan_ws *ws, uint8_t *assign, uint32_t v, uin
                            uint8_t *saved, double *best)
 {
     memcpy(saved, assign, ws->pb->n);
-    bool moved;
-    bool ok = put_chain(ws, assign, v, d, &moved);
-    double t = ok && moved ? sy__makespan_eval(ws, assign) : INFINITY;
+    bool ok = put_chain(ws, assign, v, d) && memcmp(saved, assign, ws->pb->n) != 0;
+    double t = ok ? sy__makespan_eval(ws, assign) : INFINITY;
     if (t < *best * (1.0 - 1e-12)) {
         *best = t;
         return true;
@@ -518,6 +513,61 @@ static void keep_better(sy__makespan_ws *ws, const uint8_t *cand, uint8_t *best,
     }
 }
 
+/* The kicks' generator (xorshift64). */
+static uint64_t heft_rand(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
+
+/* Kick |kick| of the iterated search: writes into |cand| a plan to search
+ * from, by the kick's turn: a random plan (a start far from every
+ * construction); HEFT again with its ranks jittered (another
+ * construction); the best plan with a whole chain on another device and
+ * the best single move after it (the branch the chain displaces); the
+ * best plan with a few random nodes on random allowed devices.  Returns
+ * false when HEFT fails. */
+static bool heft_kick(heft *h, sy__makespan_ws *ws, uint32_t kick, const uint8_t *best,
+                      const double *base_rank, uint64_t *rng, uint8_t *cand)
+{
+    const sy__sched_problem *pb = ws->pb;
+    const uint32_t n = pb->n, D = pb->n_dev;
+    if (kick % 8 == 6) {
+        for (uint32_t v = 0; v < n; v++) {
+            uint32_t d = (uint32_t)(heft_rand(rng) % D);
+            for (uint32_t q = 0; !isfinite(sy__sched_cost(pb, v, d)) && q < D; q++)
+                d = q;
+            cand[v] = (uint8_t)d;
+        }
+        return true;
+    }
+    if (kick % 2) {
+        for (uint32_t v = 0; v < n; v++)
+            h->rank[v] = base_rank[v] * (0.6 + 0.8 * (double)(heft_rand(rng) >> 11) * 0x1p-53);
+        heft_reset(h);
+        return heft_place(h, cand) == SY_OK;
+    }
+    memcpy(cand, best, n);
+    if (kick % 4 == 2) {
+        uint64_t r = heft_rand(rng);
+        if (put_chain(ws, cand, (uint32_t)(r % n), (uint32_t)((r >> 32) % D)))
+            best_single_move(ws, cand);
+        else
+            memcpy(cand, best, n);
+        return true;
+    }
+    for (uint32_t j = 0; j < 1 + kick % 5; j++) {
+        uint64_t r = heft_rand(rng);
+        uint32_t v = (uint32_t)(r % n), d = (uint32_t)((r >> 32) % D);
+        if (isfinite(sy__sched_cost(pb, v, d)))
+            cand[v] = (uint8_t)d;
+    }
+    return true;
+}
+
 sy_status sy__sched_heft(const sy__sched_problem *pb, uint32_t async_mask, const uint8_t *hint,
                          uint8_t *out_assign, double *out_makespan)
 {
@@ -590,9 +640,9 @@ sy_status sy__sched_heft(const sy__sched_problem *pb, uint32_t async_mask, const
             keep_better(&ws, cand, best, &best_t);
         }
     }
-    /* Iterated local search: kick the best plan (a few nodes to random
-     * allowed devices), search again, keep what improves.  A fixed
-     * generator seeded from the problem's size keeps plans reproducible. */
+    /* Iterated local search: kick the best plan, search again, keep what
+     * improves.  A fixed generator seeded from the problem's size keeps
+     * plans reproducible. */
     uint64_t rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n << 8 | D);
     uint32_t stale = 0, stale_max = HEFT_KICKS_STALE_PER_NODE * n;
     if (stale_max > HEFT_KICKS_STALE)
@@ -600,51 +650,8 @@ sy_status sy__sched_heft(const sy__sched_problem *pb, uint32_t async_mask, const
     for (uint32_t kick = 0; search && n <= HEFT_SWAP_MAX_NODES && kick < HEFT_KICKS &&
                             stale < stale_max;
          kick++) {
-        if (kick % 8 == 6) {
-            /* A random plan: a start far from every construction. */
-            for (uint32_t v = 0; v < n; v++) {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                uint32_t d = (uint32_t)(rng % D);
-                for (uint32_t q = 0; !isfinite(sy__sched_cost(pb, v, d)) && q < D; q++)
-                    d = q;
-                cand[v] = (uint8_t)d;
-            }
-        } else if (kick % 4 == 2) {
-            /* A whole chain to another device, which the search then
-             * completes (the branch it displaces moves next). */
-            memcpy(cand, best, n);
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            bool moved;
-            if (!put_chain(&ws, cand, (uint32_t)(rng % n), (uint32_t)((rng >> 32) % D), &moved))
-                memcpy(cand, best, n);
-            else
-                best_single_move(&ws, cand);
-        } else if (kick % 2) {
-            /* HEFT again with its ranks jittered: another construction. */
-            for (uint32_t v = 0; v < n; v++) {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                h.rank[v] = base_rank[v] * (0.6 + 0.8 * (double)(rng >> 11) * 0x1p-53);
-            }
-            heft_reset(&h);
-            if (heft_place(&h, cand) != SY_OK)
-                break;
-        } else {
-            memcpy(cand, best, n);
-            for (uint32_t j = 0; j < 1 + kick % 5; j++) {
-                rng ^= rng << 13;
-                rng ^= rng >> 7;
-                rng ^= rng << 17;
-                uint32_t v = (uint32_t)(rng % n), d = (uint32_t)((rng >> 32) % D);
-                if (isfinite(sy__sched_cost(pb, v, d)))
-                    cand[v] = (uint8_t)d;
-            }
-        }
+        if (!heft_kick(&h, &ws, kick, best, base_rank, &rng, cand))
+            break;
         double t = sy__makespan_eval(&ws, cand);
         if (isfinite(t))
             t = heft_search(&ws, cand, t, stack, saved, false);
