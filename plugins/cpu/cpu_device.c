@@ -123,6 +123,23 @@ static uint64_t cpu_physical_memory(void)
     return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
 
+/* Reads the decimal integer in $|name|: 0 when unset or empty, 1 with it
+ * in *|out| when it lies in [lo, hi], -1 when it is anything else (the
+ * caller warns in its own words). */
+static int cpu_env_long(const char *name, long lo, long hi, long *out)
+{
+    const char *env = getenv(name);
+    if (!env || !*env)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(env, &end, 10);
+    if (errno != 0 || !end || *end != '\0' || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 1;
+}
+
 /* Lanes of the pool: $SWITCHYARD_THREADS, else one per physical core. */
 static uint32_t cpu_thread_count(cpu_state *s)
 {
@@ -132,18 +149,13 @@ static uint32_t cpu_thread_count(cpu_state *s)
         cores = online > 0 ? (int)online : 1;
     }
     uint32_t n = (uint32_t)cores;
-    const char *env = getenv("SWITCHYARD_THREADS");
-    if (env && *env) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long v = strtoul(env, &end, 10);
-        if (errno == 0 && end && *end == '\0' && v >= 1 && v <= CPU_MAX_THREADS)
-            n = (uint32_t)v;
-        else
-            cpu_log(s, SY_LOG_WARN,
-                    "ignoring SWITCHYARD_THREADS='%s' (want 1..%d); using %u threads", env,
-                    CPU_MAX_THREADS, n);
-    }
+    long v;
+    int got = cpu_env_long("SWITCHYARD_THREADS", 1, CPU_MAX_THREADS, &v);
+    if (got > 0)
+        n = (uint32_t)v;
+    else if (got < 0)
+        cpu_log(s, SY_LOG_WARN, "ignoring SWITCHYARD_THREADS='%s' (want 1..%d); using %u threads",
+                getenv("SWITCHYARD_THREADS"), CPU_MAX_THREADS, n);
     return n > CPU_MAX_THREADS ? CPU_MAX_THREADS : n;
 }
 
@@ -214,18 +226,15 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
         cpu_log(s, SY_LOG_WARN, "ignoring SWITCHYARD_CPU_ACTIVATIONS='%s' (want q16, q8 or f32)",
                 act);
 
-    const char *rows = getenv("SWITCHYARD_CPU_MATMUL_ROWS");
     s->gemm_tile_rows = CPU_MATMUL_GEMM_TILE_ROWS;
-    if (rows && *rows) {
-        char *end = NULL;
-        long v = strtol(rows, &end, 10);
-        if (end && *end == '\0' && v >= 4 && v <= 128 && (v & (v - 1)) == 0)
-            s->gemm_tile_rows = v;
-        else
-            cpu_log(s, SY_LOG_WARN,
-                    "ignoring SWITCHYARD_CPU_MATMUL_ROWS='%s' (want 4, 8, 16, 32, 64 or 128)",
-                    rows);
-    }
+    long rows;
+    int got = cpu_env_long("SWITCHYARD_CPU_MATMUL_ROWS", 4, 128, &rows);
+    if (got > 0 && (rows & (rows - 1)) == 0)
+        s->gemm_tile_rows = rows;
+    else if (got != 0)
+        cpu_log(s, SY_LOG_WARN,
+                "ignoring SWITCHYARD_CPU_MATMUL_ROWS='%s' (want 4, 8, 16, 32, 64 or 128)",
+                getenv("SWITCHYARD_CPU_MATMUL_ROWS"));
 
     s->n_threads = cpu_thread_count(s);
     s->lanes = host->alloc(host->ctx, sizeof(cpu_lane) * s->n_threads, CPU_ALIGN);
@@ -242,16 +251,13 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
     st = cpu_pool_create(host, s->topo, s->n_threads, pin, &s->pool);
     if (st != SY_OK)
         goto out_free_state;
-    const char *spin = getenv("SWITCHYARD_CPU_SPIN_US");
-    if (spin && *spin) {
-        char *end = NULL;
-        long v = strtol(spin, &end, 10);
-        if (end && *end == '\0' && v >= 0 && v <= 1000000)
-            cpu_pool_set_spin(s->pool, (uint64_t)v * 1000u);
-        else
-            cpu_log(s, SY_LOG_WARN, "ignoring SWITCHYARD_CPU_SPIN_US='%s' (want 0 to 1000000)",
-                    spin);
-    }
+    long spin_us;
+    got = cpu_env_long("SWITCHYARD_CPU_SPIN_US", 0, 1000000, &spin_us);
+    if (got > 0)
+        cpu_pool_set_spin(s->pool, (uint64_t)spin_us * 1000u);
+    else if (got < 0)
+        cpu_log(s, SY_LOG_WARN, "ignoring SWITCHYARD_CPU_SPIN_US='%s' (want 0 to 1000000)",
+                getenv("SWITCHYARD_CPU_SPIN_US"));
 
     sy_device_desc *d = &s->desc;
     d->struct_size = sizeof *d;
