@@ -57,9 +57,16 @@ static inline sy_node *sy__graph_node_at(const sy_graph *g, uint32_t i)
     return g->nodes[i];
 }
 
+/* Host data by tensor id (a tensor's id is its index), for a loop that
+ * should not load every tensor only to read its id. */
+static inline void *sy__graph_host_at(const sy_graph *g, uint32_t i)
+{
+    return g->host_data[i];
+}
+
 static inline void *sy__graph_host_of(const sy_graph *g, const sy_tensor *t)
 {
-    return g->host_data[t->id];
+    return sy__graph_host_at(g, t->id);
 }
 
 static inline sy_node *sy__graph_producer_of(const sy_graph *g, const sy_tensor *t)
@@ -70,13 +77,6 @@ static inline sy_node *sy__graph_producer_of(const sy_graph *g, const sy_tensor 
 static inline bool sy__graph_is_output_of(const sy_graph *g, const sy_tensor *t)
 {
     return g->is_output[t->id];
-}
-
-/* Host data by tensor id (a tensor's id is its index), for a loop that
- * should not load every tensor only to read its id. */
-static inline void *sy__graph_host_at(const sy_graph *g, uint32_t i)
-{
-    return g->host_data[i];
 }
 
 /* Hashes the structure of |n_nodes| nodes in topological order into

@@ -150,8 +150,9 @@ static void cpu_rope_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
     /* One token: the angles cpu_kernel_rope left in the state.  More: the
      * lane's own cos[half], sin[half] of the token in hand. */
     const bool one = tokens == 1;
-    const float *cos_t = one ? c->s->rope.cos : c->s->lanes[lane].scratch;
-    const float *sin_t = one ? c->s->rope.sin : cos_t + half;
+    float *lane_cs = c->s->lanes[lane].scratch;
+    const float *cos_t = one ? c->s->rope.cos : lane_cs;
+    const float *sin_t = one ? c->s->rope.sin : lane_cs + half;
     int64_t cached_t = one ? 0 : -1;
 
     int64_t lo, hi;
@@ -160,8 +161,7 @@ static void cpu_rope_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
         const int64_t h = r % heads, t = r / heads;
         if (t != cached_t) {
             const int32_t pos = *(const int32_t *)((const char *)c->pos->data + t * (int64_t)c->pos->nb[0]);
-            float *lane_cos = c->s->lanes[lane].scratch;
-            cpu_rope_angles(c->s->rope.inv_freq, half, pos, freq_scale, lane_cos, lane_cos + half);
+            cpu_rope_angles(c->s->rope.inv_freq, half, pos, freq_scale, lane_cs, lane_cs + half);
             cached_t = t;
         }
         const float *x = (const float *)cpu_row(c->x, h, t, 0);
