@@ -152,8 +152,8 @@ static sy_graph *matmul_graph(int64_t k, int64_t n, int64_t m)
     return g;
 }
 
-/* Predicted seconds of the matmul on a device model of |profile| (JSON). */
-static double predict(const char *profile, int64_t k, int64_t n, int64_t m)
+/* Predicted seconds of |node| on a cpu device model of |profile| (JSON). */
+static double predict_node(const char *profile, const sy_node *node, bool *unmeasured)
 {
     char err[512] = "";
     sy__profile *prof = NULL;
@@ -163,13 +163,20 @@ static double predict(const char *profile, int64_t k, int64_t n, int64_t m)
     snprintf(desc.name, sizeof desc.name, "cpu");
     sy__device_model *dm = calloc(1, sizeof *dm);
     sy__device_model_init(dm, 0, &desc, prof);
-    sy_graph *g = matmul_graph(k, n, m);
-    bool unmeasured = true;
-    double s = sy__cost_node(dm, sy_graph_node(g, 0), &unmeasured);
-    cr_expect_not(unmeasured);
-    sy_graph_destroy(g);
+    double s = sy__cost_node(dm, node, unmeasured);
     free(dm);
     sy__profile_destroy(prof);
+    return s;
+}
+
+/* Predicted seconds of the matmul on a device model of |profile| (JSON). */
+static double predict(const char *profile, int64_t k, int64_t n, int64_t m)
+{
+    sy_graph *g = matmul_graph(k, n, m);
+    bool unmeasured = true;
+    double s = predict_node(profile, sy_graph_node(g, 0), &unmeasured);
+    cr_expect_not(unmeasured);
+    sy_graph_destroy(g);
     return s;
 }
 
@@ -281,24 +288,14 @@ Test(cost_shapes, decode_attention_is_its_own_group_apart_from_prefill)
     attention_point(json, sizeof json, 16, 16, 400e-6);
     attention_point(json, sizeof json, 24, 24, 785e-6);
     snprintf(json + strlen(json), sizeof json - strlen(json), "]}]}");
-    char err[512] = "";
-    sy__profile *prof = NULL;
-    cr_assert_eq(sy__profile_parse(json, strlen(json), "test", &prof, err, sizeof err), SY_OK,
-                 "%s", err);
-    sy_device_desc desc = {.kind = SY_DEVICE_CPU};
-    snprintf(desc.name, sizeof desc.name, "cpu");
-    sy__device_model *dm = calloc(1, sizeof *dm);
-    sy__device_model_init(dm, 0, &desc, prof);
     g = attention_graph(1, 301);
     sy__cost_shape_label(sy_graph_node(g, 0), label, sizeof label);
     bool unmeasured = true;
-    double s = sy__cost_node(dm, sy_graph_node(g, 0), &unmeasured);
+    double s = predict_node(json, sy_graph_node(g, 0), &unmeasured);
     double line = 464e-6 + (1722e-6 - 464e-6) * (301.0 - 129.0) / (513.0 - 129.0);
     cr_expect_float_eq(s, line, 0.02 * line, "%s: predicted %g s, the decode line %g s", label, s,
                        line);
     sy_graph_destroy(g);
-    free(dm);
-    sy__profile_destroy(prof);
 }
 
 /* ----------------------------------------- a tuned profile predicts steps */
