@@ -1,6 +1,7 @@
 /* Predicting node and transfer times from profiles, or from the roofline
  * default where a device has no measurement for an op. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cost_model.h"
@@ -190,6 +191,119 @@ static double group_time(const sy__op_entry *e, const sy__cost_point *const *pt,
     return t;
 }
 
+/* ------------------------------------------------------------ token tiles */
+
+/* |T| rounded up to a whole tile of |e| when |e| tiles it, else |T|. */
+static int64_t tile_tokens(const sy__op_entry *e, int64_t T)
+{
+    if (!e->token_tile || T < (int64_t)e->token_tile_from)
+        return T;
+    return (T + e->token_tile - 1) / e->token_tile * e->token_tile;
+}
+
+/* The tokens (columns) of a matmul point from its label: the second
+ * dimension of its second input ("576x1536 f32:576x32": 32; "... f32:576":
+ * 1), 0 when the label says nothing. */
+static int64_t label_tokens(const char *shape)
+{
+    const char *c = strchr(shape, ':');
+    if (!c)
+        return 0;
+    char *end = NULL;
+    long long k = strtoll(c + 1, &end, 10);
+    if (end == c + 1 || k <= 0)
+        return 0;
+    if (*end != 'x')
+        return *end == '\0' || *end == ' ' ? 1 : 0;
+    long long t = strtoll(end + 1, &end, 10);
+    return t > 0 ? t : 0;
+}
+
+/* A copy of matmul |node| with |T| tokens: its own tensors (stored in
+ * |x| and |y|) and counts. */
+typedef struct tiled_node {
+    sy_node node;
+    sy_tensor x, y;
+    double flops, bytes;
+} tiled_node;
+
+static void tiled_node_init(tiled_node *t, const sy_node *node, int64_t T)
+{
+    t->node = *node;
+    t->x = *node->inputs[1];
+    t->y = *node->output;
+    sy_tensor *v[2] = {&t->x, &t->y};
+    for (int i = 0; i < 2; i++) {
+        v[i]->ne[1] = T;
+        v[i]->nb[2] = v[i]->nb[1] * (uint64_t)T;
+        v[i]->nb[3] = v[i]->nb[2] * (uint64_t)v[i]->ne[2];
+    }
+    t->node.inputs[1] = &t->x;
+    t->node.output = &t->y;
+    uint64_t flops = 0, bytes = 0;
+    sy_op_cost(&t->node, &flops, &bytes);
+    t->flops = (double)flops;
+    t->bytes = (double)bytes;
+}
+
+static int point_ptr_cmp(const void *a, const void *b)
+{
+    double x = (*(const sy__cost_point *const *)a)->work;
+    double y = (*(const sy__cost_point *const *)b)->work;
+    return x < y ? -1 : x > y;
+}
+
+/* Time of matmul |node| among the points |pt|[0..n) of its group when
+ * |e| is tiled: the node and every point move to their token counts
+ * rounded up to whole tiles (a point of 8 tokens under tiles of 16 from 8
+ * on stands for 16, where it is measured as cheap as 8 would be), and the
+ * line is drawn through those.  Of points landing on one count the one
+ * measured nearest it is kept.  *out_ok is false when a point's label
+ * gives no token count (then nothing is predicted here). */
+static double tiled_group_time(const sy__op_entry *e, const sy_node *node,
+                               const sy__cost_point *const *pt, uint32_t n, bool *out_ok)
+{
+    enum { MAX = 64 };
+    sy__cost_point moved[MAX];
+    const sy__cost_point *sel[MAX];
+    int64_t measured[MAX];
+    uint32_t m = 0;
+    *out_ok = false;
+    for (uint32_t i = 0; i < n && i < MAX; i++) {
+        int64_t T = label_tokens(pt[i]->shape);
+        if (T <= 0)
+            return 0.0;
+        int64_t E = tile_tokens(e, T);
+        tiled_node tn;
+        tiled_node_init(&tn, node, E);
+        double w = sy__cost_work(tn.flops, tn.bytes);
+        uint32_t k = 0;
+        while (k < m && moved[k].work != w)
+            k++;
+        if (k < m && E - T >= E - measured[k])
+            continue; /* one measured nearer the tile is there already */
+        moved[k] = *pt[i];
+        moved[k].flops = tn.flops;
+        moved[k].bytes = tn.bytes;
+        moved[k].work = w;
+        measured[k] = T;
+        if (k == m)
+            sel[m++] = &moved[k];
+    }
+    qsort(sel, m, sizeof *sel, point_ptr_cmp);
+    tiled_node q;
+    tiled_node_init(&q, node, tile_tokens(e, node->inputs[1]->ne[1]));
+    *out_ok = true;
+    return group_time(e, sel, m, q.flops, q.bytes, sy__cost_work(q.flops, q.bytes));
+}
+
+/* Whether |e| tiles |node|'s tokens: a matmul with a tiled entry. */
+static bool is_tiled(const sy__op_entry *e, const sy_node *node)
+{
+    return e->token_tile && node->op == SY_OP_MATMUL && node->n_inputs >= 2 && node->inputs[1] &&
+           node->output;
+}
+
 /* Predicted seconds of |node| from entry |e|, most specific first: a
  * point measured on the node's own shape class; else interpolation
  * among the points of its group (the same weights, or heads, or row
@@ -197,6 +311,12 @@ static double group_time(const sy__op_entry *e, const sy__cost_point *const *pt,
  * points; else the fitted model alone. */
 static double entry_time(const sy__op_entry *e, const sy_node *node, double flops, double bytes)
 {
+    const bool tiled = is_tiled(e, node);
+    if (e->n_points == 0 && tiled) {
+        tiled_node q;
+        tiled_node_init(&q, node, tile_tokens(e, node->inputs[1]->ne[1]));
+        return fit_time(e, q.flops, q.bytes);
+    }
     if (e->n_points == 0)
         return fit_time(e, flops, bytes);
     char label[SY__COST_SHAPE_MAX], group[SY__COST_GROUP_MAX];
@@ -211,6 +331,10 @@ static double entry_time(const sy__op_entry *e, const sy_node *node, double flop
     for (uint32_t i = 0; i < e->n_points && n < 64; i++)
         if (e->points[i].group[0] && strcmp(e->points[i].group, group) == 0)
             sel[n++] = &e->points[i];
+    bool ok = false;
+    double t = n > 0 && tiled ? tiled_group_time(e, node, sel, n, &ok) : 0.0;
+    if (ok)
+        return t;
     if (n > 0)
         return group_time(e, sel, n, flops, bytes, w);
     /* No point of the group: the entry's own axis, as if it were one. */

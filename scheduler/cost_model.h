@@ -66,6 +66,11 @@ typedef struct sy__op_entry {
     double overhead_s, s_per_flop, s_per_byte;
     bool has_time; /* a fit or points: false for a power-only entry */
     double active_w; /* watts while this op runs; NAN: the device's figure */
+    /* Matmul: the kernel works in tiles of token_tile tokens (columns)
+     * from token_tile_from tokens on, so a node of T >= token_tile_from
+     * tokens costs what one of T rounded up to a whole tile does; 0: not
+     * tiled (docs/profiles.md, "Token tiles"). */
+    uint32_t token_tile, token_tile_from;
     uint32_t n_points;
     sy__cost_point *points; /* ascending work */
 } sy__op_entry;

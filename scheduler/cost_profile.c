@@ -90,6 +90,41 @@ static int point_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Reads an optional whole number in [1, 65536] into *out (0 when absent). */
+static sy_status prof_count(prof_reader *r, const cJSON *obj, const char *key, const char *where,
+                            uint32_t *out)
+{
+    *out = 0;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!v)
+        return SY_OK;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 1 && v->valuedouble <= 65536) ||
+        v->valuedouble != floor(v->valuedouble))
+        return prof_fail(r, "%s%s: expected a whole number from 1 to 65536", where, key);
+    *out = (uint32_t)v->valuedouble;
+    return SY_OK;
+}
+
+/* The entry's token tile: token_tile (1: not tiled, as absent) and
+ * token_tile_from (absent: 2, a one-token matvec is never rounded). */
+static sy_status prof_tile(prof_reader *r, const cJSON *o, const char *where, sy__op_entry *e)
+{
+    sy_status st = prof_count(r, o, "token_tile", where, &e->token_tile);
+    if (st == SY_OK)
+        st = prof_count(r, o, "token_tile_from", where, &e->token_tile_from);
+    if (st != SY_OK)
+        return st;
+    if (e->token_tile_from && !e->token_tile)
+        return prof_fail(r, "%stoken_tile_from: given without token_tile", where);
+    if (e->token_tile && e->op != SY_OP_MATMUL)
+        return prof_fail(r, "%stoken_tile: only matmul entries are tiled", where);
+    if (e->token_tile <= 1)
+        e->token_tile = e->token_tile_from = 0;
+    else if (e->token_tile_from < 2)
+        e->token_tile_from = 2;
+    return SY_OK;
+}
+
 static sy_status prof_read_op(prof_reader *r, const cJSON *o, uint32_t i, sy__op_entry *e)
 {
     char where[48];
@@ -120,6 +155,8 @@ static sy_status prof_read_op(prof_reader *r, const cJSON *o, uint32_t i, sy__op
         st = prof_number(r, o, "s_per_byte", where, &spb);
     if (st == SY_OK)
         st = prof_number(r, o, "active_w", where, &e->active_w);
+    if (st == SY_OK)
+        st = prof_tile(r, o, where, e);
     if (st != SY_OK)
         return st;
     e->has_fit = !isnan(ov) || !isnan(spf) || !isnan(spb);

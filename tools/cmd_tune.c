@@ -314,6 +314,17 @@ static int tune_one(sy_runtime *rt, uint32_t dev, sy_model *m, const sy_probe *p
                sn->past, sn->launch_s * 1e3, sn->nodes_s * 1e3, sn->sync_s * 1e6, sn->scale,
                sn->applied ? "applied" : "not applied (other processes preempt the launch)");
     }
+    for (uint32_t k = 0; k < s.n_tiles; k++) {
+        const tune_tile *t = &s.tiles[k];
+        printf("  matmul %-5s token tile: ", sy_dtype_name((uint32_t)t->dtype));
+        if (t->tokens > 1)
+            printf("%u from %u tokens", t->tokens, t->from);
+        else
+            printf("none");
+        printf(" (%u x %u weights at 16/32/33/64 tokens: %.1f/%.1f/%.1f/%.1f us)\n", 1024u, 1024u,
+               t->seconds[3] * 1e6, t->seconds[4] * 1e6, t->seconds[5] * 1e6,
+               t->seconds[6] * 1e6);
+    }
     rc = 0;
 out_json:
     free(json);

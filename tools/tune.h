@@ -49,6 +49,18 @@ typedef struct tune_step_note {
     double alone_low_s;
 } tune_step_note;
 
+/* The token tile of matmuls on one weight dtype (tune_tile.c): time
+ * rises in whole tiles of |tokens| tokens from |from| tokens on (0: no
+ * tile), as measured at 2, 4, 8, 16, 32, 33 and 64 tokens (|seconds|). */
+#define TUNE_TILE_COUNTS 7u
+#define TUNE_MAX_TILES 8u
+
+typedef struct tune_tile {
+    int32_t dtype; /* sy_dtype of the weights */
+    uint32_t tokens, from;
+    double seconds[TUNE_TILE_COUNTS];
+} tune_tile;
+
 typedef struct tune_samples {
     tune_sample *v;
     uint32_t n, cap;
@@ -57,6 +69,8 @@ typedef struct tune_samples {
     /* The device's launch_sync_s: the median of its decode steps' sync_s
      * (0 without a model, or where lone launches cost no more). */
     double launch_sync_s;
+    tune_tile tiles[TUNE_MAX_TILES]; /* per matmul weight dtype timed */
+    uint32_t n_tiles;
 } tune_samples;
 
 sy_status tune_samples_add(tune_samples *s, const tune_sample *x);
@@ -183,6 +197,20 @@ struct tune_opts {
 
 sy_status tune_device(sy_runtime *rt, uint32_t dev, sy_model *m, const tune_opts *o,
                       tune_samples *out, uint32_t *out_skipped);
+
+/* Measures the token tile of |dev|'s matmul on |dtype| weights
+ * (tune_tile.c).  SY_E_UNSUPPORTED when the device cannot run it. */
+sy_status tune_token_tile(sy_runtime *rt, uint32_t dev, sy_dtype dtype, const tune_opts *o,
+                          tune_tile *out);
+
+/* The tile (0: none) and, in *out_from, the count it applies from, of
+ * times |t| at 2, 4, 8, 16, 32, 33 and 64 tokens. */
+uint32_t tune_tile_from_times(const double *t, uint32_t *out_from);
+
+/* Measures the token tile of every matmul weight dtype among |s|'s
+ * samples into s->tiles (one a dtype; dtypes the device refuses at the
+ * tile probe's size are left out). */
+sy_status tune_token_tiles(sy_runtime *rt, uint32_t dev, const tune_opts *o, tune_samples *s);
 
 /* Passes a short step may get (tune_time_sequence), and the seconds its
  * passes (nodes alone and the step as one launch) may take together. */

@@ -523,6 +523,9 @@ sy_status tune_device(sy_runtime *rt, uint32_t dev, sy_model *m, const tune_opts
                       tune_samples *out, uint32_t *out_skipped)
 {
     *out_skipped = 0;
-    return m ? tb_model(rt, dev, m, o, out, out_skipped)
-             : tb_standard(rt, dev, o, out, out_skipped);
+    sy_status st = m ? tb_model(rt, dev, m, o, out, out_skipped)
+                     : tb_standard(rt, dev, o, out, out_skipped);
+    if (st == SY_OK)
+        st = tune_token_tiles(rt, dev, o, out);
+    return st;
 }

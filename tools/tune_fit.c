@@ -219,6 +219,11 @@ sy_status tune_profile_json(const tune_device_info *info, const tune_samples *s,
         cJSON_AddNumberToObject(e, "overhead_s", f.overhead_s);
         cJSON_AddNumberToObject(e, "s_per_flop", f.s_per_flop);
         cJSON_AddNumberToObject(e, "s_per_byte", f.s_per_byte);
+        for (uint32_t k = 0; k < s->n_tiles && v[i].op == SY_OP_MATMUL; k++)
+            if (s->tiles[k].dtype == v[i].dtype && s->tiles[k].tokens > 1) {
+                cJSON_AddNumberToObject(e, "token_tile", s->tiles[k].tokens);
+                cJSON_AddNumberToObject(e, "token_tile_from", s->tiles[k].from);
+            }
         cJSON *pts = cJSON_AddArrayToObject(e, "points");
         for (uint32_t k = i; k < j; k++) {
             /* The loader needs work above zero: flops or bytes. */
