@@ -387,7 +387,8 @@ static const cpu_isa_table cpu_avx512_table = {
             [SY_DTYPE_Q5_K] = cpu_avx512_qdot_q5_k,
             [SY_DTYPE_Q6_K] = cpu_avx512_qdot_q6_k,
         },
-    .qdot_rows = {[SY_DTYPE_Q8_0] = cpu_avx512z_qdot_rows_q8_0, [SY_DTYPE_Q4_0] = cpu_avx512z_qdot_rows_q4_0},
+    .qdot_rows = {[SY_DTYPE_Q8_0] = cpu_avx512z_qdot_rows_q8_0, [SY_DTYPE_Q4_0] = cpu_avx512z_qdot_rows_q4_0,
+                  [SY_DTYPE_Q4_1] = cpu_avx512z_qdot_rows_q4_1},
     .q8_panel = 16,
     .pack_q8_panel = cpu_avx512_pack_panel16,
     .qgemm =

@@ -176,13 +176,14 @@ CPU_Z_QDOT(qdot_q5_0, CPU_QD_Q5_0)
 CPU_Z_QDOT(qdot_q5_1, CPU_QD_Q5_1)
 CPU_Z_QDOT(qdot_q8_0, CPU_QD_Q8_0)
 
-/* Decode of Q4_0 and Q8_0 rows against one column, CPU_Z_ROWS rows per
- * pass: the rows share the column's loads (and Q4_0 the shuffles of its
- * halves) and the weight streams of the pass are read side by side (more
- * streams for the prefetchers).  Q8_0 takes its quants as unsigned bytes
- * q + 128 (one xor instead of the sign tricks), and the offset comes off
- * as Q4_0's -8 does: a min term of -128 * d * ds per block.  The planes
- * of q16 combine as (hi << 7) + lo in the same accumulator. */
+/* Decode of Q4_0, Q4_1 and Q8_0 rows against one column, CPU_Z_ROWS rows
+ * per pass: the rows share the column's loads (and the 4-bit formats the
+ * shuffles of its halves) and the weight streams of the pass are read side
+ * by side (more streams for the prefetchers).  Q8_0 takes its quants as
+ * unsigned bytes q + 128 (one xor instead of the sign tricks), and the
+ * offset comes off as Q4_0's -8 does: a min term of -128 * d * ds per
+ * block (Q4_1's is + m * ds).  The planes of q16 combine as (hi << 7) + lo
+ * in the same accumulator. */
 #define CPU_Z_ROWS 4
 
 /* Weights are prefetched into L2 this many passes ahead.  Into L1
@@ -193,12 +194,17 @@ CPU_Z_QDOT(qdot_q8_0, CPU_QD_Q8_0)
  * 256 MiB of rows). */
 #define CPU_Z_PF_PASSES 2
 
-/* Q4_0 as 16-bit words: of four blocks (b = 0..3, 72 bytes), words
- * 9b + 1 .. 9b + 8 are the quants, word 9b the scale d.  The first 32
- * indices gather the quants, the next 8 the (d, d) pair of each block. */
-static const uint16_t cpu_z_q4_words[64] __attribute__((aligned(64))) = {
-    1,  2,  3,  4,  5,  6,  7,  8,  10, 11, 12, 13, 14, 15, 16, 17, 19, 20, 21, 22, 23, 24,
-    25, 26, 28, 29, 30, 31, 32, 33, 34, 35, 0,  0,  9,  9,  18, 18, 27, 27};
+/* Q4_0 and Q4_1 as 16-bit words.  Four Q4_0 blocks (b = 0..3) are 72
+ * bytes: word 9b is the scale d, words 9b + 1 .. 9b + 8 the quants; four
+ * Q4_1 blocks 80 bytes: words 10b, 10b + 1 are (d, m), words 10b + 2 ..
+ * 10b + 9 the quants.  Per format, the first 32 indices gather the quants
+ * of the four blocks from the first 64 bytes and the rest, the next 8 the
+ * (d, d) or (d, m) pair of each block. */
+static const uint16_t cpu_z_q4_words[2][64] __attribute__((aligned(64))) = {
+    {1,  2,  3,  4,  5,  6,  7,  8,  10, 11, 12, 13, 14, 15, 16, 17, 19, 20, 21, 22,
+     23, 24, 25, 26, 28, 29, 30, 31, 32, 33, 34, 35, 0,  0,  9,  9,  18, 18, 27, 27},
+    {2,  3,  4,  5,  6,  7,  8,  9,  12, 13, 14, 15, 16, 17, 18, 19, 22, 23, 24, 25,
+     26, 27, 28, 29, 32, 33, 34, 35, 36, 37, 38, 39, 0,  1,  10, 11, 20, 21, 30, 31}};
 
 CPU_QD void cpu_z_rows1(enum cpu_qd_kind kind, const int nr, const uint8_t *w, size_t w_stride,
                         const int8_t *q, const float *sc, int64_t k, const int planes, float *out)
@@ -210,7 +216,8 @@ CPU_QD void cpu_z_rows1(enum cpu_qd_kind kind, const int nr, const uint8_t *w, s
     const __m512i i4 = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
     const __m512i ia = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2);
     const __m512i ib = _mm512_setr_epi32(4, 4, 4, 4, 4, 4, 4, 4, 6, 6, 6, 6, 6, 6, 6, 6);
-    const __m512i q4_quants = cpu_z_load(cpu_z_q4_words), q4_scales = cpu_z_load(cpu_z_q4_words + 32);
+    const uint16_t *q4_words = cpu_z_q4_words[kind == CPU_QD_Q4_1];
+    const __m512i q4_quants = cpu_z_load(q4_words), q4_scales = cpu_z_load(q4_words + 32);
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     __m512 acc[CPU_Z_ROWS];
     __m256 mins[CPU_Z_ROWS];
@@ -229,7 +236,7 @@ CPU_QD void cpu_z_rows1(enum cpu_qd_kind kind, const int nr, const uint8_t *w, s
 #pragma GCC unroll 2
         for (int pl = 0; pl < planes; pl++) {
             const __m512i a = cpu_z_load(q8 + pl * k), b = cpu_z_load(q8 + pl * k + 64);
-            if (kind == CPU_QD_Q4_0) {
+            if (kind != CPU_QD_Q8_0) {
                 xa[pl] = _mm512_shuffle_i64x2(a, b, 0x88);
                 xb[pl] = _mm512_shuffle_i64x2(a, b, 0xDD);
             } else {
@@ -251,11 +258,13 @@ CPU_QD void cpu_z_rows1(enum cpu_qd_kind kind, const int nr, const uint8_t *w, s
             }
             __m512i ua, ub;
             __m128i h;
-            if (kind == CPU_QD_Q4_0) {
-                /* The four blocks are 72 bytes: two word permutes take
-                 * their quants and their scales (d, d) out of them. */
+            if (kind != CPU_QD_Q8_0) {
+                /* Two word permutes take the quants and the scale pairs
+                 * out of the four blocks. */
                 const __m512i a = cpu_z_load(wb);
-                const __m512i b = _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)(wb + 64)));
+                const __m512i b = _mm512_castsi128_si512(
+                    kind == CPU_QD_Q4_0 ? _mm_loadl_epi64((const __m128i *)(wb + 64))
+                                        : _mm_loadu_si128((const __m128i *)(wb + 64)));
                 const __m512i v = _mm512_permutex2var_epi16(a, q4_quants, b);
                 h = _mm512_castsi512_si128(_mm512_permutexvar_epi16(q4_scales, a));
                 ua = _mm512_and_si512(v, low4);
@@ -274,18 +283,18 @@ CPU_QD void cpu_z_rows1(enum cpu_qd_kind kind, const int nr, const uint8_t *w, s
             const __m512 s5 = _mm512_castps256_ps512(s);
             mins[r] = _mm256_add_ps(mins[r], s);
             __m512i pa = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ua, xa[0]), pb = pa;
-            if (kind == CPU_QD_Q4_0)
+            if (kind != CPU_QD_Q8_0)
                 pa = _mm512_dpbusd_epi32(pa, ub, xb[0]);
             else
                 pb = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ub, xb[0]);
             if (planes == 2) {
                 pa = _mm512_dpbusd_epi32(_mm512_slli_epi32(pa, 7), ua, xa[1]);
-                if (kind == CPU_QD_Q4_0)
+                if (kind != CPU_QD_Q8_0)
                     pa = _mm512_dpbusd_epi32(pa, ub, xb[1]);
                 else
                     pb = _mm512_dpbusd_epi32(_mm512_slli_epi32(pb, 7), ub, xb[1]);
             }
-            if (kind == CPU_QD_Q4_0) {
+            if (kind != CPU_QD_Q8_0) {
                 acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pa), _mm512_permutexvar_ps(i4, s5), acc[r]);
             } else {
                 acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(pa), _mm512_permutexvar_ps(ia, s5), acc[r]);
@@ -329,6 +338,7 @@ CPU_QD void cpu_z_rows1(enum cpu_qd_kind kind, const int nr, const uint8_t *w, s
     }
 
 CPU_Z_QDOT_ROWS(qdot_rows_q4_0, CPU_QD_Q4_0)
+CPU_Z_QDOT_ROWS(qdot_rows_q4_1, CPU_QD_Q4_1)
 CPU_Z_QDOT_ROWS(qdot_rows_q8_0, CPU_QD_Q8_0)
 
 /* ------------------------------------------------ 512-bit prefill GEMM */

@@ -61,6 +61,7 @@ void cpu_avx512z_qdot_q5_0(CPU_QDOT_ARGS);
 void cpu_avx512z_qdot_q5_1(CPU_QDOT_ARGS);
 void cpu_avx512z_qdot_q8_0(CPU_QDOT_ARGS);
 void cpu_avx512z_qdot_rows_q4_0(CPU_QDOT_ROWS_ARGS);
+void cpu_avx512z_qdot_rows_q4_1(CPU_QDOT_ROWS_ARGS);
 void cpu_avx512z_qdot_rows_q8_0(CPU_QDOT_ROWS_ARGS);
 /* The 512-bit GEMM of the avx512 set: panels of 16 columns. */
 void cpu_avx512_pack_panel16(const void *cols, size_t col_stride, int nc, int64_t k, int planes,
