@@ -8,8 +8,10 @@
  * the device's time does, whichever kernel the plugin picks.
  *
  * One matmul of TUNE_TILE_K x TUNE_TILE_K weights is timed at 2, 4, 8,
- * 16, 32, 33 and 64 tokens, in alternating rounds, each count's median
- * kept.  With time a + b * ceil(T / c) * c the step from 32 to 33 tokens
+ * 16, 32, 33 and 64 tokens, in alternating rounds, each count's fastest
+ * round kept (other processes only ever add time: with the median of 3
+ * rounds, on a machine loaded 5 over its 2 cores, 33 tokens once read
+ * faster than 32 and the tile was lost).  With time a + b * ceil(T / c) * c the step from 32 to 33 tokens
  * is c times the slope between 32 and 64, which gives c (to the nearest
  * power of two up to 32); the tile applies from the smallest power of two
  * that already costs TUNE_TILE_FROM_SHARE of a whole tile (below it the
@@ -23,7 +25,7 @@
 #include "tune.h"
 
 #define TUNE_TILE_K 1024
-#define TUNE_TILE_ROUNDS 3u
+#define TUNE_TILE_ROUNDS 5u
 #define TUNE_TILE_FROM_SHARE 0.8
 /* Below this rise from 32 to 64 tokens time does not follow the tokens
  * (launch- or memory-bound): no tile is read from it. */
@@ -113,7 +115,7 @@ sy_status tune_token_tile(sy_runtime *rt, uint32_t dev, sy_dtype dtype, const tu
             st = sy_bench_time(b[i], 0, 1, 1, tune_reps(o), 0.05, &runs[i][r]);
     for (uint32_t i = 0; i < TUNE_TILE_COUNTS && st == SY_OK; i++) {
         qsort(runs[i], TUNE_TILE_ROUNDS, sizeof runs[i][0], tile_cmp);
-        out->seconds[i] = runs[i][TUNE_TILE_ROUNDS / 2];
+        out->seconds[i] = runs[i][0];
     }
     if (st == SY_OK)
         out->tokens = tune_tile_from_times(out->seconds, &out->from);
