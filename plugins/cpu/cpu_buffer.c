@@ -23,6 +23,8 @@ sy_status cpu_buffer_alloc(void *state, uint32_t dev, uint64_t size, void **out_
     }
     b->size = size;
     b->owned = true;
+    b->pack_failed = false;
+    b->packed = NULL;
     s->mem_in_use += size;
     if (s->mem_in_use > s->mem_peak)
         s->mem_peak = s->mem_in_use;
@@ -43,6 +45,8 @@ sy_status cpu_buffer_import_host(void *state, uint32_t dev, void *ptr, uint64_t 
     b->ptr = ptr;
     b->size = size;
     b->owned = false;
+    b->pack_failed = false;
+    b->packed = NULL;
     *out_buffer = b;
     return SY_OK;
 }
@@ -57,6 +61,7 @@ void cpu_buffer_free(void *state, uint32_t dev, void *buffer)
         s->host->free(s->host->ctx, b->ptr);
         s->mem_in_use -= b->size;
     }
+    cpu_buffer_drop_packed(s, b);
     s->host->free(s->host->ctx, b);
 }
 
@@ -95,8 +100,10 @@ sy_status cpu_buffer_copy_in(void *state, uint32_t dev, void *buffer, uint64_t o
     cpu_buffer *b = buffer;
     if (dev != 0 || !cpu_buffer_covers(b, offset, size) || (!src && size))
         return SY_E_INVALID_ARG;
-    if (size)
+    if (size) {
         memcpy((char *)b->ptr + offset, src, (size_t)size);
+        cpu_buffer_drop_packed(state, b);
+    }
     return SY_OK;
 }
 
@@ -119,7 +126,9 @@ sy_status cpu_buffer_copy_device(void *state, uint32_t dst_dev, void *dst, uint6
         !cpu_buffer_covers(sb, src_offset, size))
         return SY_E_INVALID_ARG;
     /* memmove: the runtime may copy between overlapping ranges of one buffer. */
-    if (size)
+    if (size) {
         memmove((char *)d->ptr + dst_offset, (const char *)sb->ptr + src_offset, (size_t)size);
+        cpu_buffer_drop_packed(state, d);
+    }
     return SY_OK;
 }

@@ -15,7 +15,10 @@
  *                        oracle of tests/reference); q8 as 8-bit integers
  *                        as llama.cpp does (fastest, but rel. L2 3.7e-2 on
  *                        SmolLM2 against the oracle's 2e-2); f32 as floats
- *                        (weights dequantized row by row, slowest) */
+ *                        (weights dequantized row by row, slowest)
+ *   SWITCHYARD_CPU_REPACK  0: matmuls read weights as the file stores
+ *                        them; 1 (default): repacked at first use where
+ *                        the ISA has packed kernels (cpu_repack.c) */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -225,6 +228,12 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
     else if (act && *act && strcmp(act, "q16") != 0)
         cpu_log(s, SY_LOG_WARN, "ignoring SWITCHYARD_CPU_ACTIVATIONS='%s' (want q16, q8 or f32)",
                 act);
+
+    const char *repack = getenv("SWITCHYARD_CPU_REPACK");
+    s->repack = !repack || !*repack || strcmp(repack, "0") != 0;
+    if (repack && *repack && strcmp(repack, "0") != 0 && strcmp(repack, "1") != 0)
+        cpu_log(s, SY_LOG_WARN, "SWITCHYARD_CPU_REPACK='%s' is not 0 or 1; repacking stays on",
+                repack);
 
     s->gemm_tile_rows = CPU_MATMUL_GEMM_TILE_ROWS;
     long rows;

@@ -22,11 +22,16 @@
 #define CPU_ALIGN 64
 
 /* A device buffer: host memory, owned (buffer_alloc) or borrowed
- * (buffer_import_host). */
+ * (buffer_import_host).  A borrowed buffer that holds one whole weight
+ * may also carry that weight repacked for the kernels (cpu_repack.c),
+ * made at its first matmul and freed with the buffer. */
 typedef struct cpu_buffer {
     void *ptr;
     uint64_t size;
     bool owned;
+    bool pack_failed;      /* no memory for the packed copy: not tried again */
+    uint32_t packed_dtype; /* the dtype |packed| was made from */
+    void *packed;          /* NULL, or |size| bytes (mmap'd) */
 } cpu_buffer;
 
 /* Per-lane scratch memory, one cache line of bookkeeping per lane so that
@@ -55,6 +60,9 @@ typedef struct cpu_state {
      * (SWITCHYARD_CPU_ACTIVATIONS): 0 keeps them in F32, 1 or 2 quantizes
      * them to that many int8 planes (q8, q16; see cpu_isa.h). */
     int act_planes;
+    /* Repack weights where the ISA table has packed kernels
+     * (SWITCHYARD_CPU_REPACK, default 1). */
+    bool repack;
     /* Weight rows per prefill GEMM tile (SWITCHYARD_CPU_MATMUL_ROWS, a
      * power of two in 4..128; default CPU_MATMUL_GEMM_TILE_ROWS): how
      * often a tile's packed columns are reused from L2 before the next
@@ -101,6 +109,15 @@ bool cpu_device_supports(void *state, uint32_t dev, const sy_node *node, sy_supp
 /* cpu_execute.c */
 sy_status cpu_device_execute(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n);
 sy_status cpu_device_synchronize(void *state, uint32_t dev);
+
+/* cpu_repack.c */
+/* The packed copy of weight |w| for s->isa's packed kernels, made now if
+ * it is the first use; NULL where |w| stays as it is (dtype or ISA
+ * without packed kernels, SWITCHYARD_CPU_REPACK=0, F32 activations, not a
+ * whole borrowed buffer, no memory).  Counted in memory_usage. */
+const uint8_t *cpu_weight_packed(cpu_state *s, const sy_tensor *w);
+/* Frees |b|'s packed copy, if any (the buffer is freed or written). */
+void cpu_buffer_drop_packed(cpu_state *s, cpu_buffer *b);
 
 /* cpu_buffer.c */
 sy_status cpu_buffer_alloc(void *state, uint32_t dev, uint64_t size, void **out_buffer);

@@ -166,6 +166,10 @@ typedef struct cpu_isa_table {
     uint32_t q8_panel;
     cpu_pack_panel_fn pack_q8_panel;
     cpu_qgemm_fn qgemm[SY_DTYPE_COUNT];
+    /* Weights repacked at first use (cpu_repack.c) where this table has
+     * both kernels for their layout: decode and prefill GEMM. */
+    cpu_qdot_rows_fn qdot_rows_packed[SY_DTYPE_COUNT];
+    cpu_qgemm_fn qgemm_packed[SY_DTYPE_COUNT];
 } cpu_isa_table;
 
 typedef struct cpu_isa_features {

@@ -389,6 +389,10 @@ static const cpu_isa_table cpu_avx512_table = {
         },
     .qdot_rows = {[SY_DTYPE_Q8_0] = cpu_avx512z_qdot_rows_q8_0, [SY_DTYPE_Q4_0] = cpu_avx512z_qdot_rows_q4_0,
                   [SY_DTYPE_Q4_1] = cpu_avx512z_qdot_rows_q4_1},
+    .qdot_rows_packed = {[SY_DTYPE_Q4_0] = cpu_avx512z_qdot_rows_q4_0_packed,
+                         [SY_DTYPE_Q4_1] = cpu_avx512z_qdot_rows_q4_1_packed},
+    .qgemm_packed = {[SY_DTYPE_Q4_0] = cpu_avx512_qgemm16_q4_0_packed,
+                     [SY_DTYPE_Q4_1] = cpu_avx512_qgemm16_q4_1_packed},
     .q8_panel = 16,
     .pack_q8_panel = cpu_avx512_pack_panel16,
     .qgemm =

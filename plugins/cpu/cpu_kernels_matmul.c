@@ -49,6 +49,7 @@ typedef struct cpu_matmul_ctx {
     int64_t x_ne2, r2, r3; /* batches of x; broadcast ratios of w */
     cpu_qdot_fn qdot;      /* quantized weights: Q8 columns at xq */
     cpu_qdot_rows_fn qdot_rows; /* one column over many rows, or NULL */
+    const uint8_t *w_packed;    /* the weight's packed copy (cpu_repack.c), or NULL */
     int planes;
     const uint8_t *xq;
     size_t xq_stride;
@@ -228,6 +229,8 @@ static void cpu_matmul_tile(const cpu_matmul_ctx *c, int64_t item, float *scratc
     const int64_t w2 = i2 / c->r2, w3 = i3 / c->r3;
     const uint64_t w_nb1 = w->nb[1];
     const char *w_base = cpu_row(w, 0, w2, w3);
+    if (c->w_packed)
+        w_base = (const char *)c->w_packed + (w_base - (const char *)w->data);
 
     if (c->qgemm) {
         /* Tile columns are whole panels: m0, m1 count panels here. */
@@ -247,9 +250,10 @@ static void cpu_matmul_tile(const cpu_matmul_ctx *c, int64_t item, float *scratc
     if (c->qdot) {
         /* Flat column index of (m, i2, i3) is m + m_cols * batch. */
         const uint8_t *xb = c->xq + (size_t)(c->m_cols * batch) * c->xq_stride;
-        if (c->qdot_rows && m1 - m0 == 1) {
-            c->qdot_rows(w_base + n0 * (int64_t)w_nb1, w_nb1, n1 - n0, xb + (size_t)m0 * c->xq_stride,
-                         c->k, c->planes, (float *)cpu_row(y, m0, i2, i3) + n0);
+        if (c->qdot_rows && (m1 - m0 == 1 || c->w_packed)) {
+            for (int64_t m = m0; m < m1; m++)
+                c->qdot_rows(w_base + n0 * (int64_t)w_nb1, w_nb1, n1 - n0, xb + (size_t)m * c->xq_stride,
+                             c->k, c->planes, (float *)cpu_row(y, m, i2, i3) + n0);
             return;
         }
         for (int64_t m = m0; m < m1; m += CPU_QDOT_MAX_COLS) {
@@ -383,6 +387,21 @@ static sy_status cpu_matmul_setup(cpu_state *s, const sy_node *node, cpu_matmul_
     return SY_OK;
 }
 
+/* Points |c| at the weight's packed copy and the kernels for it, where
+ * the weight is packed (made now on its first use). */
+static void cpu_matmul_use_packed(cpu_state *s, cpu_matmul_ctx *c)
+{
+    if (!c->qdot || c->dequant)
+        return;
+    const uint8_t *packed = cpu_weight_packed(s, c->w);
+    if (!packed)
+        return;
+    c->w_packed = packed;
+    c->qdot_rows = s->isa->qdot_rows_packed[c->w->dtype];
+    if (c->qgemm)
+        c->qgemm = s->isa->qgemm_packed[c->w->dtype];
+}
+
 /* Prepares the columns of x for |c|: Q8 columns or panels, or F32 ones. */
 static sy_status cpu_matmul_prepare(cpu_state *s, const sy_tensor *x, cpu_matmul_ctx *c)
 {
@@ -406,8 +425,10 @@ sy_status cpu_kernel_matmul(cpu_state *s, const sy_node *node, const char **out_
     const sy_tensor *x = node->inputs[1];
     cpu_matmul_ctx c;
     sy_status st = cpu_matmul_setup(s, node, &c, out_why);
-    if (st == SY_OK)
+    if (st == SY_OK) {
+        cpu_matmul_use_packed(s, &c);
         st = cpu_matmul_prepare(s, x, &c);
+    }
     if (st != SY_OK)
         return st;
     const uint32_t nth = cpu_lanes_for(s, cpu_matmul_flops(&c, x), CPU_MATMUL_MIN_FLOPS_PER_LANE);
@@ -474,6 +495,7 @@ sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uin
         sy_status st = cpu_matmul_setup(s, nodes[i], &g.c[i], out_why);
         if (st != SY_OK)
             return st;
+        cpu_matmul_use_packed(s, &g.c[i]);
         if (!g.c[i].qdot || (g.c[i].qgemm != NULL) != (g.c[0].qgemm != NULL)) {
             *out_why = "members do not share quantized columns";
             return SY_E_UNSUPPORTED;

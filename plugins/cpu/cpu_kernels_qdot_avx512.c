@@ -206,8 +206,11 @@ static const uint16_t cpu_z_q4_words[2][64] __attribute__((aligned(64))) = {
     {2,  3,  4,  5,  6,  7,  8,  9,  12, 13, 14, 15, 16, 17, 18, 19, 22, 23, 24, 25,
      26, 27, 28, 29, 32, 33, 34, 35, 36, 37, 38, 39, 0,  1,  10, 11, 20, 21, 30, 31}};
 
+/* |packed|: Q4_0/Q4_1 rows as cpu_repack.c lays them out, each group of
+ * four blocks its four scale headers and then its 64 quant bytes. */
 CPU_QD void cpu_z_rows1(enum cpu_qd_kind kind, const int nr, const uint8_t *w, size_t w_stride,
-                        const int8_t *q, const float *sc, int64_t k, const int planes, float *out)
+                        const int8_t *q, const float *sc, int64_t k, const int planes, float *out,
+                        const bool packed)
 {
     const size_t bytes = cpu_qd_block_bytes(kind);
     const int64_t nb = k / SY_QK;
@@ -258,7 +261,15 @@ CPU_QD void cpu_z_rows1(enum cpu_qd_kind kind, const int nr, const uint8_t *w, s
             }
             __m512i ua, ub;
             __m128i h;
-            if (kind != CPU_QD_Q8_0) {
+            if (kind != CPU_QD_Q8_0 && packed) {
+                const size_t head = 4 * (bytes - 16);
+                const __m512i v = cpu_z_load(wb + head);
+                h = kind == CPU_QD_Q4_0 ? _mm_loadl_epi64((const __m128i *)wb) : _mm_loadu_si128((const __m128i *)wb);
+                if (kind == CPU_QD_Q4_0)
+                    h = _mm_unpacklo_epi16(h, h);
+                ua = _mm512_and_si512(v, low4);
+                ub = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+            } else if (kind != CPU_QD_Q8_0) {
                 /* Two word permutes take the quants and the scale pairs
                  * out of the four blocks. */
                 const __m512i a = cpu_z_load(wb);
@@ -316,30 +327,30 @@ CPU_QD void cpu_z_rows1(enum cpu_qd_kind kind, const int nr, const uint8_t *w, s
     }
 }
 
-#define CPU_Z_QDOT_ROWS(name, kind)                                                           \
+#define CPU_Z_QDOT_ROWS(name, kind, packed)                                                   \
     CPU_QD_EXPORT void cpu_avx512z_##name(CPU_QDOT_ROWS_ARGS)                                 \
     {                                                                                         \
         const float *sc = cpu_q8_scales(x, k, planes);                                        \
-        int64_t n = 0;                                                                        \
-        for (; n + CPU_Z_ROWS <= rows; n += CPU_Z_ROWS) {                                     \
+        for (int64_t n = 0; n < rows;) {                                                      \
+            const int nr = rows - n < CPU_Z_ROWS ? 1 : CPU_Z_ROWS;                            \
             const uint8_t *wn = (const uint8_t *)w + (size_t)n * w_stride;                    \
-            if (planes == 2)                                                                  \
-                cpu_z_rows1(kind, CPU_Z_ROWS, wn, w_stride, x, sc, k, 2, out + n);            \
+            if (planes == 2 && nr == CPU_Z_ROWS)                                              \
+                cpu_z_rows1(kind, CPU_Z_ROWS, wn, w_stride, x, sc, k, 2, out + n, packed);    \
+            else if (nr == CPU_Z_ROWS)                                                        \
+                cpu_z_rows1(kind, CPU_Z_ROWS, wn, w_stride, x, sc, k, 1, out + n, packed);    \
+            else if (planes == 2)                                                             \
+                cpu_z_rows1(kind, 1, wn, w_stride, x, sc, k, 2, out + n, packed);             \
             else                                                                              \
-                cpu_z_rows1(kind, CPU_Z_ROWS, wn, w_stride, x, sc, k, 1, out + n);            \
-        }                                                                                     \
-        for (; n < rows; n++) {                                                               \
-            const uint8_t *wn = (const uint8_t *)w + (size_t)n * w_stride;                    \
-            if (planes == 2)                                                                  \
-                cpu_z_rows1(kind, 1, wn, w_stride, x, sc, k, 2, out + n);                     \
-            else                                                                              \
-                cpu_z_rows1(kind, 1, wn, w_stride, x, sc, k, 1, out + n);                     \
+                cpu_z_rows1(kind, 1, wn, w_stride, x, sc, k, 1, out + n, packed);             \
+            n += nr;                                                                          \
         }                                                                                     \
     }
 
-CPU_Z_QDOT_ROWS(qdot_rows_q4_0, CPU_QD_Q4_0)
-CPU_Z_QDOT_ROWS(qdot_rows_q4_1, CPU_QD_Q4_1)
-CPU_Z_QDOT_ROWS(qdot_rows_q8_0, CPU_QD_Q8_0)
+CPU_Z_QDOT_ROWS(qdot_rows_q4_0, CPU_QD_Q4_0, false)
+CPU_Z_QDOT_ROWS(qdot_rows_q4_1, CPU_QD_Q4_1, false)
+CPU_Z_QDOT_ROWS(qdot_rows_q8_0, CPU_QD_Q8_0, false)
+CPU_Z_QDOT_ROWS(qdot_rows_q4_0_packed, CPU_QD_Q4_0, true)
+CPU_Z_QDOT_ROWS(qdot_rows_q4_1_packed, CPU_QD_Q4_1, true)
 
 /* ------------------------------------------------ 512-bit prefill GEMM */
 
@@ -445,9 +456,36 @@ CPU_QD void cpu_z_row_panels2(int sixteen, const int planes, const cpu_qg_row *r
     _mm512_storeu_ps(out + CPU_Z_COLS, _mm512_add_ps(acc[1], accm[1]));
 }
 
-/* Decodes weight row |w| of |kind| into |r|. */
+/* Decodes a packed Q4_0/Q4_1 row (cpu_repack.c) into |r|: the groups of
+ * four blocks here, the blocks after the last group as they were. */
+CPU_QD void cpu_z_decode_packed(enum cpu_qd_kind kind, const uint8_t *w, int64_t k, cpu_qg_row *r)
+{
+    const size_t bytes = cpu_qd_block_bytes(kind), head = bytes - 16;
+    const int64_t nb = k / SY_QK;
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4, w += 4 * bytes) {
+        for (int j = 0; j < 4; j++) {
+            cpu_qg_store(r->q + 32 * (b + j), cpu_qd_nibbles(w + 4 * head + 16 * j));
+            const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128((int)cpu_qd_dm(kind, w + head * j)));
+            r->scale[b + j] = _mm_cvtss_f32(dm);
+            r->min[b + j] = kind == CPU_QD_Q4_1 ? _mm_cvtss_f32(_mm_movehdup_ps(dm))
+                                                : cpu_qd_min_factor(kind) * _mm_cvtss_f32(dm);
+        }
+    }
+    if (b < nb) {
+        cpu_qg_row tail = {.q = r->q + 32 * b, .scale = r->scale + b, .min = r->min + b};
+        cpu_qg_decode32(kind, w, (nb - b) * SY_QK, &tail);
+    }
+}
+
+/* Decodes weight row |w| of |kind| into |r|; a negative |kind| is the
+ * packed layout of -kind. */
 CPU_QD void cpu_z_decode(int kind, const uint8_t *w, int64_t k, cpu_qg_row *r)
 {
+    if (kind < 0) {
+        cpu_z_decode_packed(kind == -SY_DTYPE_Q4_1 ? CPU_QD_Q4_1 : CPU_QD_Q4_0, w, k, r);
+        return;
+    }
     switch (kind) {
     case SY_DTYPE_Q4_K:
     case SY_DTYPE_Q5_K:
@@ -628,6 +666,8 @@ CPU_QD void cpu_z_gemm(int kind, const uint8_t *w, size_t w_stride, int64_t rows
 
 CPU_Z_DEFINE(qgemm16_q8_0, SY_DTYPE_Q8_0)
 CPU_Z_DEFINE(qgemm16_q4_0, SY_DTYPE_Q4_0)
+CPU_Z_DEFINE(qgemm16_q4_0_packed, -SY_DTYPE_Q4_0)
+CPU_Z_DEFINE(qgemm16_q4_1_packed, -SY_DTYPE_Q4_1)
 CPU_Z_DEFINE(qgemm16_q4_1, SY_DTYPE_Q4_1)
 CPU_Z_DEFINE(qgemm16_q5_0, SY_DTYPE_Q5_0)
 CPU_Z_DEFINE(qgemm16_q5_1, SY_DTYPE_Q5_1)

@@ -62,6 +62,9 @@ void cpu_avx512z_qdot_q5_1(CPU_QDOT_ARGS);
 void cpu_avx512z_qdot_q8_0(CPU_QDOT_ARGS);
 void cpu_avx512z_qdot_rows_q4_0(CPU_QDOT_ROWS_ARGS);
 void cpu_avx512z_qdot_rows_q4_1(CPU_QDOT_ROWS_ARGS);
+/* The same on rows in the packed layout of cpu_repack.c. */
+void cpu_avx512z_qdot_rows_q4_0_packed(CPU_QDOT_ROWS_ARGS);
+void cpu_avx512z_qdot_rows_q4_1_packed(CPU_QDOT_ROWS_ARGS);
 void cpu_avx512z_qdot_rows_q8_0(CPU_QDOT_ROWS_ARGS);
 /* The 512-bit GEMM of the avx512 set: panels of 16 columns. */
 void cpu_avx512_pack_panel16(const void *cols, size_t col_stride, int nc, int64_t k, int planes,
@@ -69,6 +72,8 @@ void cpu_avx512_pack_panel16(const void *cols, size_t col_stride, int nc, int64_
 void cpu_avx512_qgemm16_q8_0(CPU_QGEMM_ARGS);
 void cpu_avx512_qgemm16_q4_0(CPU_QGEMM_ARGS);
 void cpu_avx512_qgemm16_q4_1(CPU_QGEMM_ARGS);
+void cpu_avx512_qgemm16_q4_0_packed(CPU_QGEMM_ARGS);
+void cpu_avx512_qgemm16_q4_1_packed(CPU_QGEMM_ARGS);
 void cpu_avx512_qgemm16_q5_0(CPU_QGEMM_ARGS);
 void cpu_avx512_qgemm16_q5_1(CPU_QGEMM_ARGS);
 void cpu_avx512_qgemm16_q4_k(CPU_QGEMM_ARGS);

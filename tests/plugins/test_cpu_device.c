@@ -3,6 +3,7 @@
  * self-test). */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,5 +276,148 @@ Test(cpu_module, logs_and_never_fails_on_a_bad_thread_count)
     cr_assert_eq(d->init(&h.host, &state), SY_OK);
     cr_assert(strstr(h.log, "SWITCHYARD_THREADS='lots'") != NULL, "log: %s", h.log);
     d->deinit(state);
+    dlclose(so);
+}
+
+/* ------------------------------------------------ weight repacking */
+
+typedef struct repack_case {
+    const sy_plugin_desc *d;
+    void *state;
+    direct_host h;
+    void *wbuf, *xbuf, *ybuf;
+    sy_tensor w, x, y;
+    sy_node node;
+} repack_case;
+
+#define RP_K 256
+#define RP_N 24
+#define RP_M 16
+
+static uint64_t rp_in_use(const repack_case *c)
+{
+    uint64_t in_use = 0;
+    cr_assert_eq(c->d->memory_usage(c->state, 0, false, &in_use, NULL), SY_OK);
+    return in_use;
+}
+
+/* A Q4_0 weight of RP_N rows at |wmem| (wrapped, as the runtime wraps the
+ * mmap'd file) times |m| F32 columns. */
+static void rp_open(repack_case *c, void *so, const char *repack, uint8_t *wmem, int64_t m)
+{
+    setenv("SWITCHYARD_CPU_REPACK", repack, 1);
+    setenv("SWITCHYARD_THREADS", "2", 1);
+    memset(c, 0, sizeof *c);
+    c->d = query_module(so, SY_PLUGIN_ABI_VERSION);
+    direct_host_init(&c->h);
+    cr_assert_eq(c->d->init(&c->h.host, &c->state), SY_OK, "init: %s", c->h.log);
+    c->w = (sy_tensor){.dtype = SY_DTYPE_Q4_0, .role = SY_ROLE_WEIGHT, .n_dims = 2,
+                       .ne = {RP_K, RP_N, 1, 1}};
+    c->x = (sy_tensor){.dtype = SY_DTYPE_F32, .role = SY_ROLE_INPUT, .n_dims = 2, .ne = {RP_K, m, 1, 1}};
+    c->y = (sy_tensor){.dtype = SY_DTYPE_F32, .role = SY_ROLE_ACTIVATION, .n_dims = 2,
+                       .ne = {RP_N, m, 1, 1}};
+    sy_tensor_set_contiguous_strides(&c->w);
+    sy_tensor_set_contiguous_strides(&c->x);
+    sy_tensor_set_contiguous_strides(&c->y);
+    cr_assert_eq(c->d->buffer_import_host(c->state, 0, wmem, sy_tensor_nbytes(&c->w), &c->wbuf), SY_OK);
+    cr_assert_eq(c->d->buffer_alloc(c->state, 0, sy_tensor_nbytes(&c->x), &c->xbuf), SY_OK);
+    cr_assert_eq(c->d->buffer_alloc(c->state, 0, sy_tensor_nbytes(&c->y), &c->ybuf), SY_OK);
+    float x[RP_K * RP_M];
+    for (int i = 0; i < RP_K * m; i++)
+        x[i] = (float)((i * 37) % 19) / 9.0f - 1.0f;
+    cr_assert_eq(c->d->copy_in(c->state, 0, c->xbuf, 0, x, sy_tensor_nbytes(&c->x)), SY_OK);
+    c->w.buffer = c->wbuf;
+    c->w.data = wmem;
+    c->x.buffer = c->xbuf;
+    c->x.data = c->d->buffer_host_ptr(c->state, 0, c->xbuf);
+    c->y.buffer = c->ybuf;
+    c->y.data = c->d->buffer_host_ptr(c->state, 0, c->ybuf);
+    c->node = (sy_node){.op = SY_OP_MATMUL, .n_inputs = 2, .inputs = {&c->w, &c->x}, .output = &c->y};
+    snprintf(c->w.name, sizeof c->w.name, "w");
+}
+
+static void rp_run(repack_case *c, float *out)
+{
+    sy_node *nodes[1] = {&c->node};
+    cr_assert_eq(c->d->execute(c->state, 0, nodes, 1), SY_OK, "execute: %s", c->h.log);
+    cr_assert_eq(c->d->copy_out(c->state, 0, c->ybuf, 0, out, sy_tensor_nbytes(&c->y)), SY_OK);
+}
+
+static void rp_close(repack_case *c)
+{
+    c->d->buffer_free(c->state, 0, c->wbuf);
+    c->d->buffer_free(c->state, 0, c->xbuf);
+    c->d->buffer_free(c->state, 0, c->ybuf);
+    c->d->deinit(c->state);
+}
+
+static void rp_fill(uint8_t *w, unsigned seed)
+{
+    for (int i = 0; i < RP_N * RP_K / 32 * 18; i++)
+        w[i] = (uint8_t)((i * 131u + seed * 7u) >> 1);
+    for (int b = 0; b < RP_N * RP_K / 32; b++) {
+        const uint16_t d = (uint16_t)(0x2000 + (b * 97 + seed) % 1024); /* small positive f16 */
+        memcpy(w + 18 * b, &d, sizeof d);
+    }
+}
+
+/* Decode (1 column) and prefill (RP_M columns, the GEMM): with repacking
+ * on, the first matmul makes the packed copy (memory_usage grows by the
+ * weight's bytes where the kernels pack Q4_0: the avx512 table), the
+ * results equal those read as stored, a write into the weight's buffer
+ * drops the copy, and the next matmul packs the new bytes. */
+Test(cpu_module, repacks_a_wrapped_weight_at_first_use_and_counts_it)
+{
+    void *so = open_module();
+    static uint8_t wmem[RP_N * RP_K / 32 * 18] __attribute__((aligned(64)));
+    const uint64_t wbytes = sizeof wmem;
+    for (int64_t m = 1; m <= RP_M; m += RP_M - 1) {
+        float want[RP_N * RP_M], got[RP_N * RP_M];
+        repack_case c;
+        rp_fill(wmem, 1);
+        rp_open(&c, so, "0", wmem, m);
+        rp_run(&c, want);
+        rp_close(&c);
+
+        rp_open(&c, so, "1", wmem, m);
+        sy_device_desc desc = {.struct_size = sizeof desc};
+        cr_assert_eq(c.d->describe(c.state, 0, &desc), SY_OK);
+        /* Only the avx512 table has packed kernels (Q4_0, Q4_1). */
+        const uint64_t grew_want = strstr(desc.driver, "(avx512 kernels") ? wbytes : 0;
+        const uint64_t before = rp_in_use(&c);
+        rp_run(&c, got);
+        const uint64_t grew = rp_in_use(&c) - before;
+        cr_assert_eq(grew, grew_want, "%s: memory_usage grew by %llu, not %llu", desc.driver,
+                     (unsigned long long)grew, (unsigned long long)grew_want);
+        for (int i = 0; i < RP_N * m; i++)
+            cr_assert_float_eq(got[i], want[i], 1e-5f * (fabsf(want[i]) + 1.0f),
+                               "m=%lld y[%d]: %g repacked, %g as stored", (long long)m, i, got[i],
+                               want[i]);
+        rp_run(&c, got);
+        cr_assert_eq(rp_in_use(&c) - before, grew, "the second matmul packs nothing more");
+
+        /* New weights through copy_in: the old packed copy must go. */
+        static uint8_t next[sizeof wmem];
+        memcpy(next, wmem, sizeof next);
+        rp_fill(next, 2);
+        cr_assert_eq(c.d->copy_in(c.state, 0, c.wbuf, 0, next, wbytes), SY_OK);
+        cr_assert_eq(rp_in_use(&c), before, "copy_in drops the packed copy");
+        rp_run(&c, got);
+        cr_assert_eq(rp_in_use(&c) - before, grew);
+        rp_close(&c);
+
+        float want2[RP_N * RP_M];
+        rp_open(&c, so, "0", wmem, m); /* wmem now holds |next| */
+        rp_run(&c, want2);
+        cr_assert_eq(rp_in_use(&c), sy_tensor_nbytes(&c.x) + sy_tensor_nbytes(&c.y),
+                     "SWITCHYARD_CPU_REPACK=0 packs nothing");
+        rp_close(&c);
+        for (int i = 0; i < RP_N * m; i++)
+            cr_assert_float_eq(got[i], want2[i], 1e-5f * (fabsf(want2[i]) + 1.0f),
+                               "m=%lld after copy_in y[%d]: %g repacked, %g as stored", (long long)m,
+                               i, got[i], want2[i]);
+    }
+    unsetenv("SWITCHYARD_CPU_REPACK");
+    unsetenv("SWITCHYARD_THREADS");
     dlclose(so);
 }

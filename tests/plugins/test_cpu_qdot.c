@@ -13,6 +13,7 @@
 
 #include "cpu_case.h"
 #include "cpu_isa.h"
+#include "cpu_repack.h"
 #include "quants_internal.h"
 
 static const sy_dtype qtypes[] = {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, SY_DTYPE_Q5_0,
@@ -121,6 +122,14 @@ static void *random_rows(trng *r, sy_dtype t, int64_t k, int64_t rows, size_t *o
 
 /* sum_i w[i] * x^[i] in double from the dequantized row, and the
  * magnitude sum_i |w[i] * x^[i]| the F32 rounding of a kernel scales with. */
+/* |rows| rows of |t| laid out as cpu_repack.c packs them. */
+static void *pack_rows(const void *w, sy_dtype t, int64_t k, int64_t rows, size_t row)
+{
+    void *p = xalloc(row * (size_t)rows);
+    cpu_repack_rows(w, p, rows, row, k / (int64_t)sy_dtype_block_size(t), sy_dtype_type_size(t));
+    return p;
+}
+
 static void exact_dot(sy_dtype t, const void *w, const uint8_t *col, int64_t k, int planes,
                       double *out_dot, double *out_mag)
 {
@@ -244,7 +253,8 @@ Test(cpu_qdot, simd_kernels_match_the_scalar_kernels)
 
 /* The one-column row kernel (decode) over 1..7 rows against the scalar
  * qdot row by row (passes of several rows and the rows left over). */
-static void check_qdot_rows(trng *r, const cpu_isa_table *isa, sy_dtype t, int64_t k, int planes)
+static void check_qdot_rows(trng *r, const cpu_isa_table *isa, sy_dtype t, int64_t k, int planes,
+                            bool packed)
 {
     const cpu_isa_table *ref = cpu_isa_scalar_table();
     const size_t stride = cpu_q8_col_bytes(k, planes);
@@ -254,9 +264,13 @@ static void check_qdot_rows(trng *r, const cpu_isa_table *isa, sy_dtype t, int64
     uint8_t *col = xalloc(stride);
     fill_activations(r, x, k);
     ref->quantize_q8(x, col, k, planes);
+    void *wp = packed ? pack_rows(w, t, k, 7, row) : NULL;
     for (int64_t rows = 1; rows <= 7; rows++) {
         float got[7];
-        isa->qdot_rows[t](w, row, rows, col, k, planes, got);
+        if (packed)
+            isa->qdot_rows_packed[t](wp, row, rows, col, k, planes, got);
+        else
+            isa->qdot_rows[t](w, row, rows, col, k, planes, got);
         for (int64_t n = 0; n < rows; n++) {
             const void *wr = (const uint8_t *)w + n * row;
             float want;
@@ -264,12 +278,14 @@ static void check_qdot_rows(trng *r, const cpu_isa_table *isa, sy_dtype t, int64
             ref->qdot[t](wr, col, stride, 1, k, planes, &want);
             exact_dot(t, wr, col, k, planes, &exact, &mag);
             cr_assert(fabs((double)got[n] - want) <= 2e-5 * mag + 1e-30,
-                      "seed %llu: %s qdot_rows %s K=%lld, %d planes, row %lld of %lld: %.9g, "
+                      "seed %llu: %s qdot_rows%s %s K=%lld, %d planes, row %lld of %lld: %.9g, "
                       "scalar %.9g (magnitude %.3g)",
-                      (unsigned long long)r->seed, isa->name, sy_dtype_name(t), (long long)k, planes,
+                      (unsigned long long)r->seed, isa->name, packed ? "_packed" : "",
+                      sy_dtype_name(t), (long long)k, planes,
                       (long long)n, (long long)rows, (double)got[n], (double)want, mag);
         }
     }
+    free(wp);
     free(col);
     free(x);
     free(w);
@@ -291,7 +307,7 @@ Test(cpu_qdot, row_kernels_match_the_scalar_kernels)
             row_lengths(qtypes[ti], ks);
             for (int ki = 0; ki < N_ROW_LENGTHS; ki++)
                 for (int planes = 1; planes <= 2; planes++, checked++)
-                    check_qdot_rows(&r, isa, qtypes[ti], ks[ki], planes);
+                    check_qdot_rows(&r, isa, qtypes[ti], ks[ki], planes, false);
         }
     }
     if (!checked)
@@ -299,7 +315,7 @@ Test(cpu_qdot, row_kernels_match_the_scalar_kernels)
 }
 
 static void check_gemm(trng *r, const cpu_isa_table *isa, sy_dtype t, int64_t k, int planes,
-                       int64_t rows)
+                       int64_t rows, bool packed)
 {
     const cpu_isa_table *ref = cpu_isa_scalar_table();
     /* Three panels, the last one part full. */
@@ -324,7 +340,11 @@ static void check_gemm(trng *r, const cpu_isa_table *isa, sy_dtype t, int64_t k,
     for (size_t i = 0; i < ys * ncols; i++)
         y[i] = 12345.0f;
     void *scratch = xalloc(cpu_qgemm_scratch_bytes(k));
-    isa->qgemm[t](w, row, rows, panels, np, k, planes, y, ys, ncols, scratch);
+    void *wp = packed ? pack_rows(w, t, k, rows, row) : NULL;
+    if (packed)
+        isa->qgemm_packed[t](wp, row, rows, panels, np, k, planes, y, ys, ncols, scratch);
+    else
+        isa->qgemm[t](w, row, rows, panels, np, k, planes, y, ys, ncols, scratch);
     for (int c = 0; c < ncols; c++) {
         for (int64_t n = 0; n < rows; n++) {
             const void *wr = (const uint8_t *)w + n * row;
@@ -334,15 +354,16 @@ static void check_gemm(trng *r, const cpu_isa_table *isa, sy_dtype t, int64_t k,
             exact_dot(t, wr, cols + c * stride, k, planes, &exact, &mag);
             const float got = y[c * ys + n];
             cr_assert(fabs((double)got - want) <= 2e-5 * mag + 1e-30,
-                      "seed %llu: %s gemm %s K=%lld, %d planes, row %lld column %d: %.9g, scalar "
-                      "%.9g (magnitude %.3g)",
-                      (unsigned long long)r->seed, isa->name, sy_dtype_name(t), (long long)k,
-                      planes, (long long)n, c, (double)got, (double)want, mag);
+                      "seed %llu: %s gemm%s %s K=%lld, %d planes, row %lld column %d: %.9g, "
+                      "scalar %.9g (magnitude %.3g)",
+                      (unsigned long long)r->seed, isa->name, packed ? "_packed" : "",
+                      sy_dtype_name(t), (long long)k, planes, (long long)n, c, (double)got, (double)want, mag);
         }
         for (size_t n = rows; n < ys; n++)
             cr_assert_eq(y[c * ys + n], 12345.0f, "%s gemm %s wrote past its rows", isa->name,
                          sy_dtype_name(t));
     }
+    free(wp);
     free(scratch);
     free(y);
     free(panels);
@@ -368,7 +389,39 @@ Test(cpu_qdot, gemm_kernels_match_the_scalar_dot_products)
             for (int ki = 0; ki < N_ROW_LENGTHS; ki++)
                 for (int planes = 1; planes <= 2; planes++)
                     for (int64_t rows = 1; rows <= 2 * CPU_QGEMM_ROWS + 1; rows++)
-                        check_gemm(&r, isa, qtypes[ti], ks[ki], planes, rows);
+                        check_gemm(&r, isa, qtypes[ti], ks[ki], planes, rows, false);
         }
     }
+}
+
+/* Weights repacked at first use (cpu_repack.c): the packed kernels on
+ * packed rows against the scalar kernels on the rows as stored, at row
+ * lengths with no whole group of four blocks, one and a tail, and many. */
+Test(cpu_qdot, packed_kernels_match_the_scalar_kernels)
+{
+    trng r;
+    trng_init(&r);
+    int checked = 0;
+    for (size_t tb = 0; tb < N_TABLES; tb++) {
+        const cpu_isa_table *isa = simd_table(tb);
+        if (!isa)
+            continue;
+        for (size_t ti = 0; ti < N_QTYPES; ti++) {
+            const sy_dtype t = qtypes[ti];
+            cr_assert(!isa->qdot_rows_packed[t] == !isa->qgemm_packed[t],
+                      "%s packs %s for one kernel but not the other", isa->name, sy_dtype_name(t));
+            if (!isa->qdot_rows_packed[t])
+                continue;
+            int64_t ks[N_ROW_LENGTHS];
+            row_lengths(t, ks);
+            for (int ki = 0; ki < N_ROW_LENGTHS; ki++)
+                for (int planes = 1; planes <= 2; planes++, checked++) {
+                    check_qdot_rows(&r, isa, t, ks[ki], planes, true);
+                    for (int64_t rows = 1; rows <= CPU_QGEMM_ROWS + 1; rows++)
+                        check_gemm(&r, isa, t, ks[ki], planes, rows, true);
+                }
+        }
+    }
+    if (!checked)
+        cr_log_info("no table here packs weights");
 }

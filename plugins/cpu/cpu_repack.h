@@ -1,0 +1,30 @@
+/* The packed weight layout of cpu_repack.c, shared with the tests: rows
+ * keep their bytes and stride; in each row every group of four 32-element
+ * blocks of |block_bytes| (16 quant bytes after a header: Q4_0's d, Q4_1's
+ * d and m) becomes the four headers, then the four blocks' quant bytes;
+ * blocks after the last whole group stay as they were. */
+#ifndef SY_CPU_REPACK_H
+#define SY_CPU_REPACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline void cpu_repack_rows(const uint8_t *src, uint8_t *dst, int64_t rows, size_t row_bytes,
+                                   int64_t nb, size_t block_bytes)
+{
+    const size_t head = block_bytes - 16;
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *s = src + (size_t)r * row_bytes;
+        uint8_t *d = dst + (size_t)r * row_bytes;
+        int64_t b = 0;
+        for (; b + 4 <= nb; b += 4, s += 4 * block_bytes, d += 4 * block_bytes)
+            for (size_t j = 0; j < 4; j++) {
+                memcpy(d + head * j, s + block_bytes * j, head);
+                memcpy(d + 4 * head + 16 * j, s + block_bytes * j + head, 16);
+            }
+        memcpy(d, s, (size_t)(nb - b) * block_bytes);
+    }
+}
+
+#endif
