@@ -73,6 +73,18 @@ static sy_status map_file(sy_gguf *g, char *err)
                    strerror(errno));
         goto out_close;
     }
+#ifdef MADV_HUGEPAGE
+    /* Huge pages for the weights where the kernel and file system give
+     * them (THP "madvise" mode; large page-cache folios, e.g. ext4 on
+     * Linux 6.16+): decode streams every weight once per token, and with
+     * 4 KiB pages each page costs a TLB walk and restarts the hardware
+     * prefetchers.  Measured here (Linux 6.18, ext4, Zen 4): one core
+     * reading the 583 MB synth 1B file through this mapping went from
+     * 9.7-10.8 GB/s to 21.9-22.4 GB/s (page cache as written), and to
+     * 28.7-30.7 GB/s when the file was read in afresh (all of it mapped
+     * as 2 MiB pages).  A hint: refused, it changes nothing. */
+    madvise(m, (size_t)sb.st_size, MADV_HUGEPAGE);
+#endif
     g->base = m;
     g->size = (uint64_t)sb.st_size;
 out_close:
