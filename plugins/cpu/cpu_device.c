@@ -16,9 +16,11 @@
  *                        as llama.cpp does (fastest, but rel. L2 3.7e-2 on
  *                        SmolLM2 against the oracle's 2e-2); f32 as floats
  *                        (weights dequantized row by row, slowest)
- *   SWITCHYARD_CPU_REPACK  0: matmuls read weights as the file stores
- *                        them; 1 (default): repacked at first use where
- *                        the ISA has packed kernels (cpu_repack.c) */
+ *   SWITCHYARD_CPU_REPACK  1: Q4_0/Q4_1 weights repacked at first use
+ *                        where the ISA has packed kernels (cpu_repack.c:
+ *                        faster decode, a second copy of those weights in
+ *                        memory, the copy made on the first step); 0
+ *                        (default): read as the file stores them */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -230,9 +232,9 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
                 act);
 
     const char *repack = getenv("SWITCHYARD_CPU_REPACK");
-    s->repack = !repack || !*repack || strcmp(repack, "0") != 0;
+    s->repack = repack && strcmp(repack, "1") == 0;
     if (repack && *repack && strcmp(repack, "0") != 0 && strcmp(repack, "1") != 0)
-        cpu_log(s, SY_LOG_WARN, "SWITCHYARD_CPU_REPACK='%s' is not 0 or 1; repacking stays on",
+        cpu_log(s, SY_LOG_WARN, "SWITCHYARD_CPU_REPACK='%s' is not 0 or 1; repacking stays off",
                 repack);
 
     s->gemm_tile_rows = CPU_MATMUL_GEMM_TILE_ROWS;

@@ -61,7 +61,7 @@ typedef struct cpu_state {
      * them to that many int8 planes (q8, q16; see cpu_isa.h). */
     int act_planes;
     /* Repack weights where the ISA table has packed kernels
-     * (SWITCHYARD_CPU_REPACK, default 1). */
+     * (SWITCHYARD_CPU_REPACK=1; off by default). */
     bool repack;
     /* Weight rows per prefill GEMM tile (SWITCHYARD_CPU_MATMUL_ROWS, a
      * power of two in 4..128; default CPU_MATMUL_GEMM_TILE_ROWS): how
