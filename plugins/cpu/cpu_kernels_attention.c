@@ -9,9 +9,11 @@
  * unmasked key range into lane scratch (one query against a long cache is
  * the decode case) four keys at a time (isa->dot_rows), then mixes V rows
  * into an F32 accumulator, also four at a time (isa->mix_rows).  With a
- * quantised cache a lane takes the consecutive pairs that share a kv head
- * and a token together (up to CPU_ATT_HEADS query heads), so each tile is
- * dequantised once for all of them rather than once per query head. */
+ * quantised cache a work item is the consecutive pairs that share a kv head
+ * and a token (up to CPU_ATT_HEADS query heads), so each tile is
+ * dequantised once for all of them rather than once per query head.  Items
+ * are claimed (cpu_pool_run_items), so lanes end within one item of each
+ * other instead of one lane taking a whole extra head at decode. */
 #include <math.h>
 #include <string.h>
 
@@ -29,6 +31,7 @@ typedef struct cpu_attention_ctx {
     cpu_dequant_fn k_deq, v_deq; /* NULL: F32/F16 rows read in place */
     float scale;
     int64_t n_past, window;
+    int64_t per_item; /* query heads per work item */
 } cpu_attention_ctx;
 
 /* Rows [j, j + n) of kv head |g| of |t| as the row kernels take them: in
@@ -105,24 +108,19 @@ static void cpu_attention_heads(const cpu_attention_ctx *c, int64_t h0, int64_t 
     }
 }
 
-static void cpu_attention_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
+/* One work item: up to |per_item| consecutive query heads of one kv head
+ * and one token (one head when the cache is read in place). */
+static void cpu_attention_item(void *arg, int64_t item, uint32_t lane)
 {
     const cpu_attention_ctx *c = arg;
-    const int64_t hq = c->q->ne[1], tokens = c->q->ne[2];
-    const int64_t group = hq / c->k->ne[1];
-    const int64_t max_heads = c->k_deq || c->v_deq ? CPU_ATT_HEADS : 1;
-    int64_t lo, hi;
-    cpu_split(hq * tokens, ith, nth, &lo, &hi);
-    for (int64_t item = lo; item < hi;) {
-        const int64_t h = item % hq, t = item / hq;
-        /* Items run h fastest: the next ones share t, and g until h
-         * crosses a group boundary. */
-        int64_t nh = 1;
-        while (nh < max_heads && item + nh < hi && (h + nh) % group != 0)
-            nh++;
-        cpu_attention_heads(c, h, nh, t, c->s->lanes[lane].scratch);
-        item += nh;
-    }
+    const int64_t group = c->q->ne[1] / c->k->ne[1];
+    const int64_t subs = (group + c->per_item - 1) / c->per_item; /* items per kv head */
+    const int64_t per_token = c->k->ne[1] * subs;
+    const int64_t t = item / per_token, rem = item % per_token;
+    const int64_t sub = rem % subs, h = rem / subs * group + sub * c->per_item;
+    const int64_t nh = group - sub * c->per_item < c->per_item ? group - sub * c->per_item
+                                                                 : c->per_item;
+    cpu_attention_heads(c, h, nh, t, c->s->lanes[lane].scratch);
 }
 
 /* True for the K/V dtypes the kernel reads: F32 and F16 in place, Q8_0 and
@@ -171,10 +169,10 @@ sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **o
         s, (size_t)(heads * (k->ne[2] + q->ne[0]) + tile) * sizeof(float));
     if (st != SY_OK)
         return st;
-    const int64_t items = q->ne[1] * q->ne[2];
-    uint32_t nth = cpu_lanes_for(s, items * k->ne[2] * q->ne[0], 16384);
-    if ((int64_t)nth > items)
-        nth = (uint32_t)items;
-    cpu_pool_run(s->pool, cpu_attention_task, &c, nth);
+    const int64_t group = q->ne[1] / k->ne[1];
+    c.per_item = heads < group ? heads : group;
+    const int64_t items = k->ne[1] * ((group + c.per_item - 1) / c.per_item) * q->ne[2];
+    uint32_t nth = cpu_lanes_for(s, q->ne[1] * q->ne[2] * k->ne[2] * q->ne[0], 16384);
+    cpu_pool_run_items(s->pool, cpu_attention_item, &c, items, nth);
     return SY_OK;
 }

@@ -17,11 +17,10 @@
  * and multiplies it with the tile's panels.
  *
  * Work items are tiles of (weight rows) x (columns) of one batch, claimed
- * from an atomic counter, so a lane slowed by another process simply takes
- * fewer.  Decode (one column): tiles are runs of whole cache lines of
- * output rows, several per lane.  Prefill: a tile's columns stay in L2
- * while its weight rows stream through. */
-#include <stdatomic.h>
+ * from per-lane ranges with stealing (cpu_pool_run_items), so a lane slowed
+ * by another process simply takes fewer.  Decode (one column): tiles are
+ * runs of whole cache lines of output rows, many per lane.  Prefill: a
+ * tile's columns stay in L2 while its weight rows stream through. */
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -35,8 +34,11 @@
 #define CPU_MATMUL_TILE_COLS 64
 /* Rows per decode tile: a multiple of one cache line of F32 output. */
 #define CPU_MATMUL_ROW_QUANTUM 16
-/* Tiles per lane a decode aims for, so that claiming balances the load. */
-#define CPU_MATMUL_TILES_PER_LANE 8
+/* Tiles per lane a decode aims for.  A lane claims its own tiles without
+ * moving a cache line between cores, so they can be small: lanes then end
+ * within one small tile of each other (with 8 per lane, on a 2-core VM the
+ * caller waited 1-16 us in the barrier at about a tenth of the dispatches). */
+#define CPU_MATMUL_TILES_PER_LANE 32
 /* Column elements below which the caller quantizes alone. */
 #define CPU_MATMUL_SERIAL_QUANTIZE 16384
 /* Columns from which a prefill takes the GEMM (where the table has one). */
@@ -62,7 +64,6 @@ typedef struct cpu_matmul_ctx {
     const float *xf;
     uint64_t xf_nb[SY_MAX_DIMS];
     int64_t tile_rows, tile_cols, row_tiles, col_tiles, n_items;
-    atomic_llong next_item;
 } cpu_matmul_ctx;
 
 /* ----------------------------------------------------- column preparation */
@@ -289,15 +290,10 @@ static void cpu_matmul_tile(const cpu_matmul_ctx *c, int64_t item, float *scratc
     }
 }
 
-static void cpu_matmul_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
+static void cpu_matmul_item(void *arg, int64_t item, uint32_t lane)
 {
-    cpu_matmul_ctx *c = arg;
-    for (;;) {
-        const int64_t item = atomic_fetch_add_explicit(&c->next_item, 1, memory_order_relaxed);
-        if (item >= c->n_items)
-            break;
-        cpu_matmul_tile(c, item, c->s->lanes[lane].scratch);
-    }
+    const cpu_matmul_ctx *c = arg;
+    cpu_matmul_tile(c, item, c->s->lanes[lane].scratch);
 }
 
 /* Chooses the tiles of |c| for |nth| lanes. */
@@ -433,36 +429,28 @@ sy_status cpu_kernel_matmul(cpu_state *s, const sy_node *node, const char **out_
         return st;
     const uint32_t nth = cpu_lanes_for(s, cpu_matmul_flops(&c, x), CPU_MATMUL_MIN_FLOPS_PER_LANE);
     cpu_matmul_plan_tiles(&c, nth, x->ne[2] * x->ne[3]);
-    atomic_init(&c.next_item, 0);
-    cpu_pool_run(s->pool, cpu_matmul_task, &c, nth);
+    cpu_pool_run_items(s->pool, cpu_matmul_item, &c, c.n_items, nth);
     return SY_OK;
 }
 
 /* ------------------------------------------------------------ groups */
 
-/* Matmuls of one input run as one job: tiles of every member claimed from
- * one counter; item i belongs to the member whose range holds it. */
+/* Matmuls of one input run as one job: the tiles of every member form one
+ * item space; item i belongs to the member whose range holds it. */
 typedef struct cpu_matmul_group {
     cpu_matmul_ctx c[CPU_MATMUL_GROUP_MAX];
     int64_t end[CPU_MATMUL_GROUP_MAX]; /* one past each member's last item */
     uint32_t n;
-    atomic_llong next_item;
 } cpu_matmul_group;
 
-static void cpu_matmul_group_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
+static void cpu_matmul_group_item(void *arg, int64_t item, uint32_t lane)
 {
-    cpu_matmul_group *g = arg;
-    const int64_t total = g->end[g->n - 1];
+    const cpu_matmul_group *g = arg;
     uint32_t m = 0;
-    for (;;) {
-        const int64_t item = atomic_fetch_add_explicit(&g->next_item, 1, memory_order_relaxed);
-        if (item >= total)
-            break;
-        while (item >= g->end[m]) /* items rise within a lane: m only grows */
-            m++;
-        const int64_t first = m ? g->end[m - 1] : 0;
-        cpu_matmul_tile(&g->c[m], item - first, g->c[m].s->lanes[lane].scratch);
-    }
+    while (item >= g->end[m])
+        m++;
+    const int64_t first = m ? g->end[m - 1] : 0;
+    cpu_matmul_tile(&g->c[m], item - first, g->c[m].s->lanes[lane].scratch);
 }
 
 bool cpu_matmul_can_group(const cpu_state *s, const sy_node *a, const sy_node *b)
@@ -517,7 +505,6 @@ sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uin
         cpu_matmul_plan_tiles(c, nth, x->ne[2] * x->ne[3]);
         g.end[i] = (i ? g.end[i - 1] : 0) + c->n_items;
     }
-    atomic_init(&g.next_item, 0);
-    cpu_pool_run(s->pool, cpu_matmul_group_task, &g, nth);
+    cpu_pool_run_items(s->pool, cpu_matmul_group_item, &g, g.end[n - 1], nth);
     return SY_OK;
 }

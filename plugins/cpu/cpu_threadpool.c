@@ -38,6 +38,14 @@
 #define CPU_JOB_OPEN (UINT64_C(1) << 31)
 #define CPU_JOB_ACTIVE_MASK (CPU_JOB_OPEN - 1)
 
+/* The items of one home range of cpu_pool_run_items, on its own line: its
+ * owner claims them one at a time without moving the line between cores
+ * until another lane, out of items of its own, comes to steal. */
+typedef struct cpu_pool_range {
+    alignas(CPU_POOL_LINE) _Atomic int64_t next;
+    int64_t end;
+} cpu_pool_range;
+
 /* One worker thread, on its own cache lines. */
 typedef struct cpu_worker {
     alignas(CPU_POOL_LINE) struct cpu_pool *pool;
@@ -70,6 +78,11 @@ struct cpu_pool {
     hwloc_topology_t topo;
     uint32_t n_threads;
     cpu_worker *workers; /* n_threads - 1 entries, lanes 1..n-1 */
+    cpu_pool_range *ranges; /* n_threads entries (cpu_pool_run_items) */
+    /* The item job of cpu_pool_run_items; set by the caller before the
+     * dispatch that publishes it. */
+    cpu_item_fn item_fn;
+    void *item_ctx;
 };
 
 static inline void cpu_pool_relax(void)
@@ -249,6 +262,8 @@ static void cpu_pool_free(cpu_pool *pool)
                 hwloc_bitmap_free(pool->workers[i].cpuset);
         host->free(host->ctx, pool->workers);
     }
+    if (pool->ranges)
+        host->free(host->ctx, pool->ranges);
     pthread_cond_destroy(&pool->cond);
     pthread_mutex_destroy(&pool->mutex);
     host->free(host->ctx, pool);
@@ -275,6 +290,12 @@ sy_status cpu_pool_create(const sy_host *host, hwloc_topology_t topo, uint32_t n
     pool->n_threads = n_threads;
     pthread_mutex_init(&pool->mutex, NULL);
     pthread_cond_init(&pool->cond, NULL);
+    pool->ranges = host->alloc(host->ctx, sizeof(cpu_pool_range) * n_threads, CPU_POOL_LINE);
+    if (!pool->ranges) {
+        cpu_pool_free(pool);
+        return SY_E_NO_MEMORY;
+    }
+    memset(pool->ranges, 0, sizeof(cpu_pool_range) * n_threads);
     if (n_threads == 1) {
         *out_pool = pool;
         return SY_OK;
@@ -357,4 +378,43 @@ void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth)
             sched_yield();
         }
     }
+}
+
+/* Chunk |ith| of an item job: the items of home range |ith|, then those
+ * left in the other ranges, from the next one on. */
+static void cpu_pool_items_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
+{
+    cpu_pool *pool = arg;
+    for (uint32_t i = 0; i < nth; i++) {
+        cpu_pool_range *r = &pool->ranges[(ith + i) % nth];
+        /* A drained range stays drained: look before claiming, so thieves
+         * do not pull its line back and forth once it is empty. */
+        while (atomic_load_explicit(&r->next, memory_order_relaxed) < r->end) {
+            const int64_t item = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
+            if (item >= r->end)
+                break;
+            pool->item_fn(pool->item_ctx, item, lane);
+        }
+    }
+}
+
+void cpu_pool_run_items(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_items, uint32_t nth)
+{
+    if (nth > pool->n_threads)
+        nth = pool->n_threads;
+    if ((int64_t)nth > n_items)
+        nth = n_items > 0 ? (uint32_t)n_items : 1;
+    if (nth <= 1) {
+        for (int64_t i = 0; i < n_items; i++)
+            fn(ctx, i, 0);
+        return;
+    }
+    for (uint32_t i = 0; i < nth; i++) {
+        atomic_store_explicit(&pool->ranges[i].next, n_items * i / nth, memory_order_relaxed);
+        pool->ranges[i].end = n_items * (i + 1) / nth;
+    }
+    pool->item_fn = fn;
+    pool->item_ctx = ctx;
+    /* cpu_pool_run's release store of the job publishes the ranges. */
+    cpu_pool_run(pool, cpu_pool_items_task, pool, nth);
 }

@@ -141,6 +141,61 @@ Test(cpu_pool, stops_workers_that_are_asleep)
     cpu_pool_destroy(pool);
 }
 
+#define POOL_MAX_ITEMS 200
+
+typedef struct pool_items_job {
+    atomic_uint runs[POOL_MAX_ITEMS];
+    atomic_uint bad;
+    uint32_t n_threads;
+} pool_items_job;
+
+static void pool_count_item(void *ctx, int64_t item, uint32_t lane)
+{
+    pool_items_job *job = ctx;
+    if (item < 0 || item >= POOL_MAX_ITEMS || lane >= job->n_threads)
+        atomic_fetch_add(&job->bad, 1);
+    else
+        atomic_fetch_add(&job->runs[item], 1);
+}
+
+/* Item counts from none to many per lane, fewer items than lanes included,
+ * with spinning and with sleeping workers. */
+Test(cpu_pool, runs_every_item_exactly_once_per_dispatch)
+{
+    const uint64_t seed = pool_seed();
+    sy_host host;
+    pool_host_init(&host);
+    for (uint32_t n_threads = 1; n_threads <= 4; n_threads++) {
+        for (int spin = 0; spin < 2; spin++) {
+            cpu_pool *pool = NULL;
+            cr_assert_eq(cpu_pool_create(&host, NULL, n_threads, false, &pool), SY_OK);
+            if (spin == 0)
+                cpu_pool_set_spin(pool, 0);
+            uint64_t s = (seed + n_threads) | 1;
+            for (uint32_t d = 0; d < 1000; d++) {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                const int64_t n_items = (int64_t)(s % (POOL_MAX_ITEMS + 1));
+                const uint32_t nth = 1 + (uint32_t)((s >> 16) % 8);
+                pool_items_job job;
+                memset(&job, 0, sizeof job);
+                job.n_threads = n_threads;
+                cpu_pool_run_items(pool, pool_count_item, &job, n_items, nth);
+                cr_assert_eq(atomic_load(&job.bad), 0, "dispatch %u (seed %llu): bad item or lane",
+                             d, (unsigned long long)seed);
+                for (int64_t i = 0; i < POOL_MAX_ITEMS; i++)
+                    cr_assert_eq(atomic_load(&job.runs[i]), i < n_items ? 1u : 0u,
+                                 "dispatch %u, %u threads, %lld items on %u lanes (seed %llu): "
+                                 "item %lld ran %u times",
+                                 d, n_threads, (long long)n_items, nth, (unsigned long long)seed,
+                                 (long long)i, atomic_load(&job.runs[i]));
+            }
+            cpu_pool_destroy(pool);
+        }
+    }
+}
+
 Test(cpu_pool, refuses_zero_threads)
 {
     sy_host host;
