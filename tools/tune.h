@@ -198,6 +198,12 @@ struct tune_opts {
 sy_status tune_device(sy_runtime *rt, uint32_t dev, sy_model *m, const tune_opts *o,
                       tune_samples *out, uint32_t *out_skipped);
 
+/* A one-node graph of |op| on fresh leaves shaped like |inputs| (their
+ * dtype, shape and role: weights and KV stay so, the rest become inputs),
+ * holding |data|[k] where given.  Ownership: caller owns *out_g. */
+sy_status tune_node_graph(sy_op op, const sy_tensor *const *inputs, void *const *data,
+                          uint32_t n_inputs, const sy_op_params *params, sy_graph **out_g);
+
 /* Measures the token tile of |dev|'s matmul on |dtype| weights
  * (tune_tile.c).  SY_E_UNSUPPORTED when the device cannot run it. */
 sy_status tune_token_tile(sy_runtime *rt, uint32_t dev, sy_dtype dtype, const tune_opts *o,

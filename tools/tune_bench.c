@@ -47,8 +47,7 @@ sy_status tune_build_step(const sy_model *m, uint32_t n_tokens, uint32_t n_past,
     return SY_OK;
 }
 
-/* A one-node graph of |op| on fresh leaves shaped like |inputs|. */
-static sy_status tb_graph(sy_op op, const sy_tensor *const *inputs, void *const *data,
+sy_status tune_node_graph(sy_op op, const sy_tensor *const *inputs, void *const *data,
                           uint32_t n_inputs, const sy_op_params *params, sy_graph **out_g)
 {
     *out_g = NULL;
@@ -159,7 +158,7 @@ static sy_status tb_model_graph(sy_runtime *rt, uint32_t dev, sy_graph *g, const
             if (n->inputs[k]->role == SY_ROLE_WEIGHT && !n->inputs[k]->view_src)
                 data[k] = sy_graph_host_data(g, n->inputs[k]);
         sy_graph *one = NULL;
-        sy_status st = tb_graph((sy_op)n->op, (const sy_tensor *const *)n->inputs, data,
+        sy_status st = tune_node_graph((sy_op)n->op, (const sy_tensor *const *)n->inputs, data,
                                 n->n_inputs, &n->params, &one);
         if (st != SY_OK) {
             (*skipped)++;
@@ -437,7 +436,7 @@ static sy_status tb_std_one(sy_runtime *rt, uint32_t dev, const tune_opts *o, sy
         ptrs[k] = &shapes[k];
     }
     sy_graph *g = NULL;
-    sy_status st = tb_graph(op, ptrs, NULL, n, p, &g);
+    sy_status st = tune_node_graph(op, ptrs, NULL, n, p, &g);
     if (st != SY_OK) {
         if (o->verbose)
             fprintf(stderr, "  cannot build %s: %s\n", sy_op_name(op), sy_status_name(st));

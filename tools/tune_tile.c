@@ -36,26 +36,12 @@ static const uint32_t tile_tokens[TUNE_TILE_COUNTS] = {2, 4, 8, 16, 32, 33, 64};
 /* A one-matmul graph: |dtype| weights, |T| F32 tokens. */
 static sy_status tile_graph(sy_dtype dtype, int64_t T, sy_graph **out_g)
 {
-    *out_g = NULL;
-    sy_graph *g = NULL;
-    sy_status st = sy_graph_create(&g);
-    if (st != SY_OK)
-        return st;
-    int64_t wn[2] = {TUNE_TILE_K, TUNE_TILE_K}, xn[2] = {TUNE_TILE_K, T};
-    sy_tensor *in[2] = {0}, *y = NULL;
-    st = sy_graph_add_tensor(g, "w", dtype, 2, wn, SY_ROLE_WEIGHT, NULL, &in[0]);
-    if (st == SY_OK)
-        st = sy_graph_add_tensor(g, "x", SY_DTYPE_F32, 2, xn, SY_ROLE_INPUT, NULL, &in[1]);
-    if (st == SY_OK)
-        st = sy_graph_add_node(g, SY_OP_MATMUL, "tile", in, 2, NULL, &y);
-    if (st == SY_OK)
-        st = sy_graph_freeze(g);
-    if (st != SY_OK) {
-        sy_graph_destroy(g);
-        return st;
-    }
-    *out_g = g;
-    return SY_OK;
+    const sy_tensor w = {.dtype = dtype, .role = SY_ROLE_WEIGHT, .n_dims = 2,
+                         .ne = {TUNE_TILE_K, TUNE_TILE_K, 1, 1}};
+    const sy_tensor x = {.dtype = SY_DTYPE_F32, .role = SY_ROLE_INPUT, .n_dims = 2,
+                         .ne = {TUNE_TILE_K, T, 1, 1}};
+    const sy_tensor *in[2] = {&w, &x};
+    return tune_node_graph(SY_OP_MATMUL, in, NULL, 2, NULL, out_g);
 }
 
 static int tile_cmp(const void *a, const void *b)

@@ -331,18 +331,20 @@ CPU_QD void cpu_z_rows1(enum cpu_qd_kind kind, const int nr, const uint8_t *w, s
     CPU_QD_EXPORT void cpu_avx512z_##name(CPU_QDOT_ROWS_ARGS)                                 \
     {                                                                                         \
         const float *sc = cpu_q8_scales(x, k, planes);                                        \
-        for (int64_t n = 0; n < rows;) {                                                      \
-            const int nr = rows - n < CPU_Z_ROWS ? 1 : CPU_Z_ROWS;                            \
+        int64_t n = 0;                                                                        \
+        for (; n + CPU_Z_ROWS <= rows; n += CPU_Z_ROWS) {                                     \
             const uint8_t *wn = (const uint8_t *)w + (size_t)n * w_stride;                    \
-            if (planes == 2 && nr == CPU_Z_ROWS)                                              \
+            if (planes == 2)                                                                  \
                 cpu_z_rows1(kind, CPU_Z_ROWS, wn, w_stride, x, sc, k, 2, out + n, packed);    \
-            else if (nr == CPU_Z_ROWS)                                                        \
+            else                                                                              \
                 cpu_z_rows1(kind, CPU_Z_ROWS, wn, w_stride, x, sc, k, 1, out + n, packed);    \
-            else if (planes == 2)                                                             \
+        }                                                                                     \
+        for (; n < rows; n++) {                                                               \
+            const uint8_t *wn = (const uint8_t *)w + (size_t)n * w_stride;                    \
+            if (planes == 2)                                                                  \
                 cpu_z_rows1(kind, 1, wn, w_stride, x, sc, k, 2, out + n, packed);             \
             else                                                                              \
                 cpu_z_rows1(kind, 1, wn, w_stride, x, sc, k, 1, out + n, packed);             \
-            n += nr;                                                                          \
         }                                                                                     \
     }
 

@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 
 #include "cpu_internal.h"
+#include "cpu_kernels.h"
 #include "cpu_repack.h"
 #include "cpu_threadpool.h"
 
@@ -35,7 +36,8 @@ static void cpu_repack_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane
 {
     (void)lane;
     const cpu_repack_ctx *c = arg;
-    const int64_t r0 = c->rows * ith / nth, r1 = c->rows * (ith + 1) / nth;
+    int64_t r0, r1;
+    cpu_split(c->rows, ith, nth, &r0, &r1);
     cpu_repack_rows(c->src + (size_t)r0 * c->row_bytes, c->dst + (size_t)r0 * c->row_bytes, r1 - r0,
                     c->row_bytes, c->nb, c->block_bytes);
 }
