@@ -256,6 +256,10 @@ double sy__ctx_move_obj(const sy__plan_ctx *c, uint32_t s, uint32_t d, uint64_t 
 /* Joules of moving |bytes| from |s| to |d|: every device idling over the
  * copy's time, plus the copy's own energy per byte. */
 double sy__ctx_move_j(const sy__plan_ctx *c, uint32_t s, uint32_t d, uint64_t bytes);
+/* Fills |mask| (n_tensors) with, per leaf root, the devices of the
+ * decision nodes reading it under c->assign (bit 0 for a leaf only an
+ * output views), 0 for everything else. */
+void sy__ctx_leaf_masks(const sy__plan_ctx *c, uint8_t *mask);
 /* Homes every leaf with the device of its readers (or writer). */
 void sy__ctx_home_leaves(sy__plan_ctx *c);
 /* Bytes a transfer of |value| (a decision, or SY__LEAF_BIT | root) moves,

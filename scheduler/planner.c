@@ -308,10 +308,57 @@ static uint32_t leaf_moves(const sy__plan_ctx *c)
     return moves;
 }
 
+/* Leaves tried at another home after the re-homing rounds, at most. */
+#define SY__HOME_TRIES 8u
+
+/* The re-homing rounds stop at a local optimum: a leaf read on two devices
+ * is homed on one of them, and with its readers' costs posed for that home
+ * the solver has no reason to gather them on the other (a tie in the first,
+ * relaxed solve decides which).  So each leaf still read on more than one
+ * device (the first SY__HOME_TRIES) is tried at its other reader devices:
+ * posed, solved, and re-homed once; a better placement replaces the best. */
+static sy_status planner_try_homes(sy__plan_ctx *c, uint8_t *best_assign, uint8_t *best_home,
+                                   double *best)
+{
+    uint8_t *mask = malloc(c->n_tensors + 1);
+    if (!mask)
+        return sy__planner_fail(c->pl, SY_E_NO_MEMORY, "out of memory placing leaves");
+    memcpy(c->assign, best_assign, c->n_dec);
+    sy__ctx_leaf_masks(c, mask);
+    sy_status st = SY_OK;
+    uint32_t tries = 0;
+    for (uint32_t t = 0; t < c->n_tensors && tries < SY__HOME_TRIES && st == SY_OK; t++) {
+        if (c->leaf_writer[t] != SY__NONE || (mask[t] & (mask[t] - 1u)) == 0)
+            continue;
+        tries++;
+        for (uint32_t h = 0; h < c->D && st == SY_OK; h++) {
+            if (!(mask[t] >> h & 1u) || h == best_home[t])
+                continue;
+            memcpy(c->leaf_home, best_home, c->n_tensors);
+            c->leaf_home[t] = (uint8_t)h;
+            st = sy__ctx_problem(c);
+            if (st == SY_OK)
+                st = planner_solve(c);
+            for (int pass = 0; pass < 2 && st == SY_OK; pass++) {
+                double obj = sy__ctx_objective(c);
+                if (obj < *best * (1.0 - 1e-12)) {
+                    *best = obj;
+                    memcpy(best_assign, c->assign, c->n_dec);
+                    memcpy(best_home, c->leaf_home, c->n_tensors);
+                }
+                sy__ctx_home_leaves(c);
+            }
+        }
+    }
+    free(mask);
+    return st;
+}
+
 /* Places nodes and leaves.  First with leaves free to follow their
  * readers (a relaxation: if that placement moves no leaf it is optimal
  * outright), then with leaves fixed at their homes, re-homing after each
- * solve while the objective improves. */
+ * solve while the objective improves, then with leaves read on several
+ * devices tried at their other homes. */
 static sy_status planner_place(sy__plan_ctx *c)
 {
     memset(c->leaf_home, SY__NO_DEVICE, c->n_tensors);
@@ -346,6 +393,8 @@ static sy_status planner_place(sy__plan_ctx *c)
         memcpy(best_assign, c->assign, c->n_dec);
         memcpy(best_home, c->leaf_home, c->n_tensors);
     }
+    if (st == SY_OK)
+        st = planner_try_homes(c, best_assign, best_home, &best);
     memcpy(c->assign, best_assign, c->n_dec);
     memcpy(c->leaf_home, best_home, c->n_tensors);
     free(best_assign);

@@ -284,9 +284,8 @@ double sy__ctx_objective(const sy__plan_ctx *c)
     return total;
 }
 
-void sy__ctx_home_leaves(sy__plan_ctx *c)
+void sy__ctx_leaf_masks(const sy__plan_ctx *c, uint8_t *seen)
 {
-    uint8_t *seen = c->leaf_home; /* reused: reader device masks first */
     for (uint32_t t = 0; t < c->n_tensors; t++)
         seen[t] = 0;
     for (uint32_t k = 0; k < c->n_dec; k++) {
@@ -305,6 +304,12 @@ void sy__ctx_home_leaves(sy__plan_ctx *c)
             sy_graph_is_output(c->g, sy_graph_tensor(c->g, t)))
             seen[v & ~SY__LEAF_BIT] = 1;
     }
+}
+
+void sy__ctx_home_leaves(sy__plan_ctx *c)
+{
+    uint8_t *seen = c->leaf_home; /* reused: reader device masks first */
+    sy__ctx_leaf_masks(c, seen);
     for (uint32_t t = 0; t < c->n_tensors; t++) {
         uint8_t mask = seen[t];
         if (mask == 0) {
