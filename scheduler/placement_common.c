@@ -170,6 +170,45 @@ static double ls_move(ls_state *s, uint32_t v, uint32_t to)
     return delta;
 }
 
+/* Moves node |v| and every node next to it on one side (its consumers
+ * when |consumers|, else its producers) that may run on |d| to |d|; keeps
+ * the moves when they lower the objective, undoes them otherwise.  This
+ * escapes the minimum where a value read on two devices could only leave
+ * one of them if all its readers (or all its inputs) moved at once. */
+static bool ls_try_star(ls_state *s, uint32_t v, uint32_t d, bool consumers, uint8_t *saved,
+                        uint32_t *moved)
+{
+    const sy__sched_problem *pb = s->pb;
+    const double eps = 1e-15;
+    uint32_t lo = consumers ? s->out_start[v] : pb->in_start[v];
+    uint32_t hi = consumers ? s->out_start[v + 1] : pb->in_start[v + 1];
+    const uint32_t *list = consumers ? s->out_list : pb->in_list;
+    uint32_t n_moved = 0;
+    double delta = 0.0;
+    if (s->assign[v] != d) {
+        saved[n_moved] = s->assign[v];
+        moved[n_moved++] = v;
+        delta += ls_move(s, v, d);
+    }
+    for (uint32_t e = lo; e < hi; e++) {
+        uint32_t u = list[e];
+        if (s->assign[u] == d || !isfinite(sy__sched_cost(pb, u, d)))
+            continue;
+        saved[n_moved] = s->assign[u];
+        moved[n_moved++] = u;
+        delta += ls_move(s, u, d);
+    }
+    if (n_moved < 2 || !(delta < -eps * (1.0 + fabs(delta)))) {
+        while (n_moved-- > 0)
+            ls_move(s, moved[n_moved], saved[n_moved]);
+        return false;
+    }
+    return true;
+}
+
+/* Readers of one value past which sibling moves skip it. */
+#define LS_SIBLING_MAX 32u
+
 double sy__sched_local_search(const sy__sched_problem *pb, uint8_t *assign)
 {
     ls_state s;
@@ -178,6 +217,23 @@ double sy__sched_local_search(const sy__sched_problem *pb, uint8_t *assign)
         return sy__sched_evaluate(pb, assign);
     }
     const double eps = 1e-15;
+    /* A star is a node and its neighbours on one side: at most the larger
+     * of its in- and out-degree plus one nodes. */
+    uint32_t max_deg = 0;
+    for (uint32_t v = 0; v < pb->n; v++) {
+        uint32_t din = pb->in_start[v + 1] - pb->in_start[v];
+        uint32_t dout = s.out_start[v + 1] - s.out_start[v];
+        max_deg = din > max_deg ? din : max_deg;
+        max_deg = dout > max_deg ? dout : max_deg;
+    }
+    uint8_t *saved = malloc((size_t)max_deg + 1);
+    uint32_t *moved = malloc(((size_t)max_deg + 1) * sizeof *moved);
+    if (!saved || !moved) {
+        free(saved);
+        free(moved);
+        saved = NULL;
+        moved = NULL;
+    }
     bool improved = true;
     for (uint32_t round = 0; improved && round < 64; round++) {
         improved = false;
@@ -194,27 +250,68 @@ double sy__sched_local_search(const sy__sched_problem *pb, uint8_t *assign)
                 ls_move(&s, v, from);
             }
         }
-        /* Pairs: a producer and one consumer moving together escape the
-         * local minimum where either alone would add a transfer. */
+        /* Pairs: a producer and one consumer moving together, each to any
+         * device (the same one, or two: a value leaving the device its
+         * readers share while one reader moves on), escape the local
+         * minimum where either alone would add a transfer. */
         for (uint32_t v = 0; v < pb->n; v++) {
             for (uint32_t e = pb->in_start[v]; e < pb->in_start[v + 1]; e++) {
                 uint32_t p = pb->in_list[e];
-                for (uint32_t d = 0; d < pb->n_dev; d++) {
-                    uint32_t fv = assign[v], fp = assign[p];
-                    if ((fv == d && fp == d) || !isfinite(sy__sched_cost(pb, v, d)) ||
-                        !isfinite(sy__sched_cost(pb, p, d)))
-                        continue;
-                    double delta = ls_move(&s, p, d) + ls_move(&s, v, d);
-                    if (delta < -eps * (1.0 + fabs(delta))) {
-                        improved = true;
-                        continue;
+                for (uint32_t dp = 0; dp < pb->n_dev; dp++) {
+                    for (uint32_t dv = 0; dv < pb->n_dev; dv++) {
+                        uint32_t fv = assign[v], fp = assign[p];
+                        if (fv == dv || fp == dp || !isfinite(sy__sched_cost(pb, v, dv)) ||
+                            !isfinite(sy__sched_cost(pb, p, dp)))
+                            continue;
+                        double delta = ls_move(&s, p, dp) + ls_move(&s, v, dv);
+                        if (delta < -eps * (1.0 + fabs(delta))) {
+                            improved = true;
+                            continue;
+                        }
+                        ls_move(&s, v, fv);
+                        ls_move(&s, p, fp);
                     }
-                    ls_move(&s, v, fv);
-                    ls_move(&s, p, fp);
                 }
             }
         }
+        /* Siblings: two readers of one value moving to one device share
+         * its transfer there, which neither pays back alone (values with
+         * at most LS_SIBLING_MAX readers: the pairs grow as its square). */
+        for (uint32_t p = 0; p < pb->n; p++) {
+            uint32_t lo = s.out_start[p], hi = s.out_start[p + 1];
+            if (hi - lo > LS_SIBLING_MAX)
+                continue;
+            for (uint32_t a = lo; a < hi; a++) {
+                for (uint32_t b = a + 1; b < hi; b++) {
+                    uint32_t u = s.out_list[a], w = s.out_list[b];
+                    for (uint32_t d = 0; d < pb->n_dev; d++) {
+                        uint32_t fu = assign[u], fw = assign[w];
+                        if (fu == d || fw == d || !isfinite(sy__sched_cost(pb, u, d)) ||
+                            !isfinite(sy__sched_cost(pb, w, d)))
+                            continue;
+                        double delta = ls_move(&s, u, d) + ls_move(&s, w, d);
+                        if (delta < -eps * (1.0 + fabs(delta))) {
+                            improved = true;
+                            continue;
+                        }
+                        ls_move(&s, w, fw);
+                        ls_move(&s, u, fu);
+                    }
+                }
+            }
+        }
+        /* Stars: a node with all its consumers, or with all its producers. */
+        for (uint32_t v = 0; v < pb->n && saved; v++) {
+            for (uint32_t d = 0; d < pb->n_dev; d++) {
+                if (!isfinite(sy__sched_cost(pb, v, d)))
+                    continue;
+                improved |= ls_try_star(&s, v, d, true, saved, moved);
+                improved |= ls_try_star(&s, v, d, false, saved, moved);
+            }
+        }
     }
+    free(saved);
+    free(moved);
     ls_deinit(&s);
     return sy__sched_evaluate(pb, assign);
 }

@@ -142,6 +142,26 @@ static sy_status list_greedy(list_ctx *c, uint8_t *assign)
     return SY_OK;
 }
 
+/* Kicks of the iterated local search by problem size: each descent costs
+ * a pass over the graph, and on a model's step (750 nodes, where a kick of
+ * a few nodes rarely finds anything) 8 kicks made list planning 4x slower
+ * (1.3 -> 5 ms) for the same plans. */
+static uint32_t list_kicks(uint32_t n)
+{
+    return n <= 64 ? 64 : n <= 256 ? 16 : 0;
+}
+
+/* xorshift64* step. */
+static uint64_t list_rand(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * 0x2545f4914f6cdd1dull;
+}
+
 sy_status sy__sched_list(const sy__sched_problem *pb, uint8_t *out_assign)
 {
     uint32_t n = pb->n, D = pb->n_dev, edges = pb->in_start[n];
@@ -195,6 +215,27 @@ sy_status sy__sched_list(const sy__sched_problem *pb, uint8_t *out_assign)
         }
         double t = sy__sched_local_search(pb, try);
         if (t < best) {
+            best = t;
+            memcpy(out_assign, try, n);
+        }
+    }
+    /* Iterated local search: the best plan with two to four nodes sent to
+     * random devices, descended again, kept when better.  The moves above
+     * change at most a node and its neighbours on one side; three nodes
+     * that must move at once (seen on 5-node DAGs, 1.25x the optimum)
+     * need a kick.  Deterministic: the generator starts from the size. */
+    uint64_t rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)n << 8 | D);
+    uint32_t kicks = list_kicks(n);
+    for (uint32_t k = 0; k < kicks; k++) {
+        memcpy(try, out_assign, n);
+        for (uint32_t m = 0; m < 2 + k % 3; m++) {
+            uint32_t v = (uint32_t)(list_rand(&rng) % n);
+            uint32_t d = (uint32_t)(list_rand(&rng) % D);
+            if (isfinite(sy__sched_cost(pb, v, d)))
+                try[v] = (uint8_t)d;
+        }
+        double t = sy__sched_local_search(pb, try);
+        if (t < best * (1.0 - 1e-12)) {
             best = t;
             memcpy(out_assign, try, n);
         }

@@ -105,17 +105,21 @@ sy_status sy__sched_dp_memo(const sy__sched_problem *pb, bool reuse_classes, sy_
 
 /* List scheduling for general DAGs: nodes in HEFT order (decreasing upward
  * rank over mean costs), each put on the device that finishes it earliest
- * given its placed producers, then improved by moves of single nodes and of
- * producer-consumer pairs; restarted from every single-device plan and the
- * best result kept, so it is never worse than the best single-device plan. */
+ * given its placed producers, then improved by local search
+ * (sy__sched_local_search); restarted from every single-device plan and
+ * the best result kept, so it is never worse than the best single-device
+ * plan; on graphs of up to 256 nodes, then kicked (a few nodes moved at
+ * random) and descended again, the best kept. */
 sy_status sy__sched_list(const sy__sched_problem *pb, uint8_t *out_assign);
 
 /* Branch and bound over every placement: the optimum, for tests.
  * SY_E_LIMIT past SY__SCHED_EXHAUSTIVE_MAX nodes. */
 sy_status sy__sched_exhaustive(const sy__sched_problem *pb, uint8_t *out_assign);
 
-/* Improves |assign| in place by single-node and producer-consumer pair
- * moves until none helps; returns the new objective. */
+/* Improves |assign| in place until no move helps: single nodes; a
+ * producer and a consumer, each to any device; two readers of one value to
+ * one device; a node with all its consumers or all its producers.
+ * Returns the new objective. */
 double sy__sched_local_search(const sy__sched_problem *pb, uint8_t *assign);
 
 /* ------------------------------------------------ overlapped makespan */
