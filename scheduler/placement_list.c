@@ -148,7 +148,7 @@ static sy_status list_greedy(list_ctx *c, uint8_t *assign)
  * (1.3 -> 5 ms) for the same plans. */
 static uint32_t list_kicks(uint32_t n)
 {
-    return n <= 64 ? 64 : n <= 256 ? 16 : 0;
+    return n == 0 ? 0 : n <= 64 ? 64 : n <= 256 ? 16 : 0;
 }
 
 /* xorshift64* step. */

@@ -208,3 +208,16 @@ Test(placement, a_transfer_is_paid_once_per_value_and_destination)
     cr_assert_float_eq(sy__sched_evaluate(&pb, dp), 8.0, 1e-12);
     sy__sched_problem_deinit(&pb);
 }
+
+/* A graph of views only poses no decision node: every algorithm returns an
+ * empty plan (the list scheduler's kicks once divided by the node count). */
+Test(placement, an_empty_problem_gets_an_empty_plan)
+{
+    sy__sched_problem pb;
+    cr_assert_eq(sy__sched_problem_init(&pb, 0, 3, 0), SY_OK);
+    uint8_t asg[1] = {0xee};
+    cr_assert_eq(sy__sched_list(&pb, asg), SY_OK);
+    cr_assert_eq(sy__sched_exhaustive(&pb, asg), SY_OK);
+    cr_assert_eq(asg[0], 0xee);
+    sy__sched_problem_deinit(&pb);
+}
