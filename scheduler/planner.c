@@ -311,12 +311,11 @@ static uint32_t leaf_moves(const sy__plan_ctx *c)
 /* Leaves tried at another home after the re-homing rounds, at most. */
 #define SY__HOME_TRIES 8u
 
-/* The re-homing rounds stop at a local optimum: a leaf read on two devices
- * is homed on one of them, and with its readers' costs posed for that home
- * the solver has no reason to gather them on the other (a tie in the first,
- * relaxed solve decides which).  So each leaf still read on more than one
- * device (the first SY__HOME_TRIES) is tried at its other reader devices:
- * posed, solved, and re-homed once; a better placement replaces the best. */
+/* The re-homing rounds stop at a local optimum: with a leaf's readers
+ * posed for its home, the solver has no reason to gather them elsewhere (a
+ * tie in the relaxed first solve decides where).  So each leaf still read
+ * on several devices (the first SY__HOME_TRIES) is tried at its other
+ * reader devices: posed, solved, re-homed; a better placement is kept. */
 static sy_status planner_try_homes(sy__plan_ctx *c, uint8_t *best_assign, uint8_t *best_home,
                                    double *best)
 {

@@ -385,6 +385,30 @@ Test(planner, without_profiles_every_cost_is_the_roofline_default_flagged_unmeas
     st_check_leaks();
 }
 
+/* Plans |g| exhaustively and by the DP and asserts the same predicted
+ * step; false when the DP declined the graph (nothing compared). */
+static bool dp_matches_exhaustive(sy_planner *pl, sy_graph *g, uint64_t seed)
+{
+    sy_plan_options o;
+    sy_plan_options_init(&o);
+    o.algorithm = SY_PLAN_EXHAUSTIVE;
+    sy_plan *ex = st_plan(pl, g, &o);
+    o.algorithm = SY_PLAN_DP;
+    sy_plan *dp = NULL;
+    bool compared = sy_planner_plan(pl, g, &o, &dp) == SY_OK;
+    if (compared) {
+        sy_plan_summary a, b;
+        sy_plan_query_summary(ex, &a);
+        sy_plan_query_summary(dp, &b);
+        cr_assert_float_eq(a.predicted_s, b.predicted_s, 1e-9 * a.predicted_s,
+                           "seed %llu: exhaustive %.9g s, dp %.9g s", (unsigned long long)seed,
+                           a.predicted_s, b.predicted_s);
+        sy_plan_release(dp);
+    }
+    sy_plan_release(ex);
+    return compared;
+}
+
 /* Seeds 1..200 fixed: before leaves read on two devices were tried at
  * their other home, 7 of them (4, 24, 58, 60, 69, 108, 138) left the DP's
  * plan one 512-byte input transfer above the exhaustive one (a tie in the
@@ -398,23 +422,7 @@ Test(planner, dp_and_exhaustive_agree_on_fixed_random_graphs)
         uint64_t rng = seed;
         st_graph sg;
         st_random_graph(&sg, 8, false, &rng);
-        sy_plan_options o;
-        sy_plan_options_init(&o);
-        o.algorithm = SY_PLAN_EXHAUSTIVE;
-        sy_plan *ex = st_plan(pl, sg.g, &o);
-        o.algorithm = SY_PLAN_DP;
-        sy_plan *dp = NULL;
-        if (sy_planner_plan(pl, sg.g, &o, &dp) == SY_OK) {
-            sy_plan_summary a, b;
-            sy_plan_query_summary(ex, &a);
-            sy_plan_query_summary(dp, &b);
-            cr_assert_float_eq(a.predicted_s, b.predicted_s, 1e-9 * a.predicted_s,
-                               "seed %llu: exhaustive %.9g s, dp %.9g s",
-                               (unsigned long long)seed, a.predicted_s, b.predicted_s);
-            sy_plan_release(dp);
-            compared++;
-        }
-        sy_plan_release(ex);
+        compared += dp_matches_exhaustive(pl, sg.g, seed);
         st_graph_free(&sg);
     }
     cr_assert_gt(compared, 150u);
@@ -427,24 +435,12 @@ Test(planner, exhaustive_and_list_options_plan_small_graphs_and_refuse_large_one
 {
     sy_runtime *rt = st_runtime();
     sy_planner *pl = st_planner_with_profiles(rt);
-    uint64_t rng = st_fresh_seed();
+    uint64_t seed = st_fresh_seed(), rng = seed;
     st_graph small;
     st_random_graph(&small, 8, false, &rng);
+    dp_matches_exhaustive(pl, small.g, seed);
     sy_plan_options o;
     sy_plan_options_init(&o);
-    o.algorithm = SY_PLAN_EXHAUSTIVE;
-    sy_plan *ex = st_plan(pl, small.g, &o);
-    o.algorithm = SY_PLAN_DP;
-    sy_plan *dp = NULL;
-    sy_status st = sy_planner_plan(pl, small.g, &o, &dp);
-    if (st == SY_OK) {
-        sy_plan_summary a, b;
-        sy_plan_query_summary(ex, &a);
-        sy_plan_query_summary(dp, &b);
-        cr_assert_float_eq(a.predicted_s, b.predicted_s, 1e-9 * a.predicted_s);
-        sy_plan_release(dp);
-    }
-    sy_plan_release(ex);
     st_graph big;
     st_decoder_graph(&big, &st_small_decoder, 8);
     o.algorithm = SY_PLAN_EXHAUSTIVE;
