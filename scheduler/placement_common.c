@@ -90,6 +90,9 @@ double sy__sched_best_single(const sy__sched_problem *pb, uint8_t *out_assign)
 
 /* ----------------------------------------------------------- local search */
 
+/* A move counts as a gain below this relative change (rounding). */
+#define LS_EPS 1e-15
+
 /* Incremental objective: per value and device, how many of its consumers
  * sit there, so that a move's change costs O(degree). */
 typedef struct ls_state {
@@ -179,7 +182,6 @@ static bool ls_try_star(ls_state *s, uint32_t v, uint32_t d, bool consumers, uin
                         uint32_t *moved)
 {
     const sy__sched_problem *pb = s->pb;
-    const double eps = 1e-15;
     uint32_t lo = consumers ? s->out_start[v] : pb->in_start[v];
     uint32_t hi = consumers ? s->out_start[v + 1] : pb->in_start[v + 1];
     const uint32_t *list = consumers ? s->out_list : pb->in_list;
@@ -198,7 +200,7 @@ static bool ls_try_star(ls_state *s, uint32_t v, uint32_t d, bool consumers, uin
         moved[n_moved++] = u;
         delta += ls_move(s, u, d);
     }
-    if (n_moved < 2 || !(delta < -eps * (1.0 + fabs(delta)))) {
+    if (n_moved < 2 || !(delta < -LS_EPS * (1.0 + fabs(delta)))) {
         while (n_moved-- > 0)
             ls_move(s, moved[n_moved], saved[n_moved]);
         return false;
@@ -209,6 +211,24 @@ static bool ls_try_star(ls_state *s, uint32_t v, uint32_t d, bool consumers, uin
 /* Readers of one value past which sibling moves skip it. */
 #define LS_SIBLING_MAX 32u
 
+/* Moves |a| to |da| and |b| to |db| at once, each off its own device and
+ * where it may run; keeps the moves when they lower the objective, undoes
+ * them otherwise. */
+static bool ls_try_two(ls_state *s, uint32_t a, uint32_t da, uint32_t b, uint32_t db)
+{
+    const sy__sched_problem *pb = s->pb;
+    uint32_t fa = s->assign[a], fb = s->assign[b];
+    if (fa == da || fb == db || !isfinite(sy__sched_cost(pb, a, da)) ||
+        !isfinite(sy__sched_cost(pb, b, db)))
+        return false;
+    double delta = ls_move(s, a, da) + ls_move(s, b, db);
+    if (delta < -LS_EPS * (1.0 + fabs(delta)))
+        return true;
+    ls_move(s, b, fb);
+    ls_move(s, a, fa);
+    return false;
+}
+
 double sy__sched_local_search(const sy__sched_problem *pb, uint8_t *assign)
 {
     ls_state s;
@@ -216,7 +236,6 @@ double sy__sched_local_search(const sy__sched_problem *pb, uint8_t *assign)
         ls_deinit(&s);
         return sy__sched_evaluate(pb, assign);
     }
-    const double eps = 1e-15;
     /* A star is a node and its neighbours on one side: at most the larger
      * of its in- and out-degree plus one nodes. */
     uint32_t max_deg = 0;
@@ -243,7 +262,7 @@ double sy__sched_local_search(const sy__sched_problem *pb, uint8_t *assign)
                 if (d == from || !isfinite(sy__sched_cost(pb, v, d)))
                     continue;
                 double delta = ls_move(&s, v, d);
-                if (delta < -eps * (1.0 + fabs(delta))) {
+                if (delta < -LS_EPS * (1.0 + fabs(delta))) {
                     improved = true;
                     continue;
                 }
@@ -257,21 +276,9 @@ double sy__sched_local_search(const sy__sched_problem *pb, uint8_t *assign)
         for (uint32_t v = 0; v < pb->n; v++) {
             for (uint32_t e = pb->in_start[v]; e < pb->in_start[v + 1]; e++) {
                 uint32_t p = pb->in_list[e];
-                for (uint32_t dp = 0; dp < pb->n_dev; dp++) {
-                    for (uint32_t dv = 0; dv < pb->n_dev; dv++) {
-                        uint32_t fv = assign[v], fp = assign[p];
-                        if (fv == dv || fp == dp || !isfinite(sy__sched_cost(pb, v, dv)) ||
-                            !isfinite(sy__sched_cost(pb, p, dp)))
-                            continue;
-                        double delta = ls_move(&s, p, dp) + ls_move(&s, v, dv);
-                        if (delta < -eps * (1.0 + fabs(delta))) {
-                            improved = true;
-                            continue;
-                        }
-                        ls_move(&s, v, fv);
-                        ls_move(&s, p, fp);
-                    }
-                }
+                for (uint32_t dp = 0; dp < pb->n_dev; dp++)
+                    for (uint32_t dv = 0; dv < pb->n_dev; dv++)
+                        improved |= ls_try_two(&s, p, dp, v, dv);
             }
         }
         /* Siblings: two readers of one value moving to one device share
@@ -281,24 +288,10 @@ double sy__sched_local_search(const sy__sched_problem *pb, uint8_t *assign)
             uint32_t lo = s.out_start[p], hi = s.out_start[p + 1];
             if (hi - lo > LS_SIBLING_MAX)
                 continue;
-            for (uint32_t a = lo; a < hi; a++) {
-                for (uint32_t b = a + 1; b < hi; b++) {
-                    uint32_t u = s.out_list[a], w = s.out_list[b];
-                    for (uint32_t d = 0; d < pb->n_dev; d++) {
-                        uint32_t fu = assign[u], fw = assign[w];
-                        if (fu == d || fw == d || !isfinite(sy__sched_cost(pb, u, d)) ||
-                            !isfinite(sy__sched_cost(pb, w, d)))
-                            continue;
-                        double delta = ls_move(&s, u, d) + ls_move(&s, w, d);
-                        if (delta < -eps * (1.0 + fabs(delta))) {
-                            improved = true;
-                            continue;
-                        }
-                        ls_move(&s, w, fw);
-                        ls_move(&s, u, fu);
-                    }
-                }
-            }
+            for (uint32_t a = lo; a < hi; a++)
+                for (uint32_t b = a + 1; b < hi; b++)
+                    for (uint32_t d = 0; d < pb->n_dev; d++)
+                        improved |= ls_try_two(&s, s.out_list[a], d, s.out_list[b], d);
         }
         /* Stars: a node with all its consumers, or with all its producers. */
         for (uint32_t v = 0; v < pb->n && saved; v++) {
