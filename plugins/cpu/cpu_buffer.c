@@ -25,6 +25,7 @@ sy_status cpu_buffer_alloc(void *state, uint32_t dev, uint64_t size, void **out_
     b->owned = true;
     b->pack_failed = false;
     b->packed = NULL;
+    b->packed_chunk = NULL;
     s->mem_in_use += size;
     if (s->mem_in_use > s->mem_peak)
         s->mem_peak = s->mem_in_use;
@@ -47,6 +48,7 @@ sy_status cpu_buffer_import_host(void *state, uint32_t dev, void *ptr, uint64_t 
     b->owned = false;
     b->pack_failed = false;
     b->packed = NULL;
+    b->packed_chunk = NULL;
     *out_buffer = b;
     return SY_OK;
 }

@@ -16,11 +16,11 @@
  *                        as llama.cpp does (fastest, but rel. L2 3.7e-2 on
  *                        SmolLM2 against the oracle's 2e-2); f32 as floats
  *                        (weights dequantized row by row, slowest)
- *   SWITCHYARD_CPU_REPACK  1: Q4_0/Q4_1 weights repacked at first use
- *                        where the ISA has packed kernels (cpu_repack.c:
- *                        faster decode, a second copy of those weights in
- *                        memory, the copy made on the first step); 0
- *                        (default): read as the file stores them */
+ *   SWITCHYARD_CPU_REPACK  1 (default): Q4_0/Q4_1 weights repacked at
+ *                        first use where the ISA has packed kernels
+ *                        (cpu_repack.c: faster decode; the copy, made on
+ *                        the first step, replaces the file's pages of the
+ *                        weight in memory); 0: read as the file stores them */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -170,6 +170,7 @@ static void cpu_state_free(cpu_state *s)
 {
     const sy_host *host = s->host;
     cpu_pool_destroy(s->pool);
+    cpu_repack_free_all(s);
     if (s->lanes) {
         for (uint32_t i = 0; i < s->n_threads; i++)
             if (s->lanes[i].scratch)
@@ -232,9 +233,9 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
                 act);
 
     const char *repack = getenv("SWITCHYARD_CPU_REPACK");
-    s->repack = repack && strcmp(repack, "1") == 0;
+    s->repack = !(repack && strcmp(repack, "0") == 0);
     if (repack && *repack && strcmp(repack, "0") != 0 && strcmp(repack, "1") != 0)
-        cpu_log(s, SY_LOG_WARN, "SWITCHYARD_CPU_REPACK='%s' is not 0 or 1; repacking stays off",
+        cpu_log(s, SY_LOG_WARN, "SWITCHYARD_CPU_REPACK='%s' is not 0 or 1; repacking stays on",
                 repack);
 
     s->gemm_tile_rows = CPU_MATMUL_GEMM_TILE_ROWS;

@@ -31,7 +31,8 @@ typedef struct cpu_buffer {
     bool owned;
     bool pack_failed;      /* no memory for the packed copy: not tried again */
     uint32_t packed_dtype; /* the dtype |packed| was made from */
-    void *packed;          /* NULL, or |size| bytes (mmap'd) */
+    void *packed;          /* NULL, or |size| bytes in |packed_chunk| */
+    struct cpu_pack_chunk *packed_chunk;
 } cpu_buffer;
 
 /* Per-lane scratch memory, one cache line of bookkeeping per lane so that
@@ -61,8 +62,10 @@ typedef struct cpu_state {
      * them to that many int8 planes (q8, q16; see cpu_isa.h). */
     int act_planes;
     /* Repack weights where the ISA table has packed kernels
-     * (SWITCHYARD_CPU_REPACK=1; off by default). */
+     * (SWITCHYARD_CPU_REPACK, on by default). */
     bool repack;
+    /* The mappings the packed copies are carved from (cpu_repack.c). */
+    struct cpu_pack_chunk *pack_chunks;
     /* Weight rows per prefill GEMM tile (SWITCHYARD_CPU_MATMUL_ROWS, a
      * power of two in 4..128; default CPU_MATMUL_GEMM_TILE_ROWS): how
      * often a tile's packed columns are reused from L2 before the next
@@ -118,6 +121,8 @@ sy_status cpu_device_synchronize(void *state, uint32_t dev);
 const uint8_t *cpu_weight_packed(cpu_state *s, const sy_tensor *w);
 /* Frees |b|'s packed copy, if any (the buffer is freed or written). */
 void cpu_buffer_drop_packed(cpu_state *s, cpu_buffer *b);
+/* Unmaps every chunk of packed copies (the plugin's state is freed). */
+void cpu_repack_free_all(cpu_state *s);
 
 /* cpu_buffer.c */
 sy_status cpu_buffer_alloc(void *state, uint32_t dev, uint64_t size, void **out_buffer);

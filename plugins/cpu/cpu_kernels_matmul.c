@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "cpu_repack.h"
 
 /* Floating-point work that earns a lane: below it the dispatch and the
  * barrier cost more than the lane saves. */
@@ -251,10 +252,27 @@ static void cpu_matmul_tile(const cpu_matmul_ctx *c, int64_t item, float *scratc
     if (c->qdot) {
         /* Flat column index of (m, i2, i3) is m + m_cols * batch. */
         const uint8_t *xb = c->xq + (size_t)(c->m_cols * batch) * c->xq_stride;
-        if (c->qdot_rows && (m1 - m0 == 1 || c->w_packed)) {
-            for (int64_t m = m0; m < m1; m++)
-                c->qdot_rows(w_base + n0 * (int64_t)w_nb1, w_nb1, n1 - n0, xb + (size_t)m * c->xq_stride,
-                             c->k, c->planes, (float *)cpu_row(y, m, i2, i3) + n0);
+        if (c->qdot_rows && m1 - m0 == 1) {
+            c->qdot_rows(w_base + n0 * (int64_t)w_nb1, w_nb1, n1 - n0, xb + (size_t)m0 * c->xq_stride,
+                         c->k, c->planes, (float *)cpu_row(y, m0, i2, i3) + n0);
+            return;
+        }
+        if (c->w_packed) {
+            /* Each packed row back in the file's layout (lane scratch), for
+             * the same kernel, so the results do not depend on packing. */
+            const int64_t nb = c->k / (int64_t)sy_dtype_block_size(w->dtype);
+            const size_t bb = sy_dtype_type_size(w->dtype);
+            for (int64_t n = n0; n < n1; n++) {
+                cpu_unpack_row((const uint8_t *)w_base + n * (int64_t)w_nb1, (uint8_t *)scratch, nb, bb);
+                for (int64_t m = m0; m < m1; m += CPU_QDOT_MAX_COLS) {
+                    const int nc = m1 - m < CPU_QDOT_MAX_COLS ? (int)(m1 - m) : CPU_QDOT_MAX_COLS;
+                    float out[CPU_QDOT_MAX_COLS];
+                    c->qdot(scratch, xb + (size_t)m * c->xq_stride, c->xq_stride, nc, c->k, c->planes,
+                            out);
+                    for (int j = 0; j < nc; j++)
+                        ((float *)cpu_row(y, m + j, i2, i3))[n] = out[j];
+                }
+            }
             return;
         }
         for (int64_t m = m0; m < m1; m += CPU_QDOT_MAX_COLS) {
@@ -408,6 +426,12 @@ static sy_status cpu_matmul_prepare(cpu_state *s, const sy_tensor *x, cpu_matmul
     }
     if (c->qgemm)
         return cpu_matmul_panels(s, x, c);
+    if (c->w_packed && c->m_cols > 1) {
+        /* A packed row put back in the file's layout (cpu_matmul_tile). */
+        sy_status st = cpu_scratch_reserve(s, (size_t)c->w->nb[1]);
+        if (st != SY_OK)
+            return st;
+    }
     return c->qdot ? cpu_matmul_quantize(s, x, c) : cpu_matmul_float_cols(s, x, c);
 }
 

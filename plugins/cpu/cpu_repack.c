@@ -14,11 +14,20 @@
  * Only weights wrapped from host memory (buffer_import_host: the mmap'd
  * GGUF) whose buffer is exactly the tensor are packed; the copy hangs off
  * the buffer, so it lives and dies with it, and a write into the buffer
- * (copy_in, copy_device) drops it.  The copy is anonymous memory (huge
- * pages where the kernel gives them), counted in memory_usage; the file's
- * pages of a packed weight are no longer read by matmuls. */
+ * (copy_in, copy_device) drops it.  The copy is anonymous memory, counted
+ * in memory_usage, carved from chunks mapped at 2 MiB boundaries so that
+ * huge pages back nearly all of it (a mapping per copy, at the address
+ * mmap picks, got them for ~60% of the bytes: decode then ran no faster
+ * than from the file).  Where the weight lies in a read-only private
+ * mapping of a file (the mmap'd GGUF), the pages under the copy are
+ * released from that mapping (MADV_DONTNEED: the page cache keeps them, a
+ * later read faults them back in), so the copy replaces the file's pages
+ * in the process's memory instead of doubling it. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "cpu_internal.h"
 #include "cpu_kernels.h"
@@ -42,13 +51,134 @@ static void cpu_repack_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane
                     c->row_bytes, c->nb, c->block_bytes);
 }
 
+/* Chunks are mapped at a CPU_PACK_HUGE boundary, CPU_PACK_CHUNK bytes
+ * (or a larger copy's size in whole huge pages); copies are taken from the
+ * newest chunk in order, and a chunk is unmapped when its last copy goes. */
+#define CPU_PACK_HUGE ((size_t)2 << 20)
+#define CPU_PACK_CHUNK ((size_t)64 << 20)
+
+typedef struct cpu_pack_chunk {
+    struct cpu_pack_chunk *next;
+    size_t size, used; /* bytes mapped; bytes handed out (this header first) */
+    uint32_t live;     /* copies in the chunk */
+} cpu_pack_chunk;
+
+/* |bytes| (a multiple of CPU_PACK_HUGE) of anonymous memory at a
+ * CPU_PACK_HUGE boundary, or NULL. */
+static void *cpu_pack_map(size_t bytes)
+{
+    uint8_t *m = mmap(NULL, bytes + CPU_PACK_HUGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                      -1, 0);
+    if (m == MAP_FAILED)
+        return NULL;
+    const size_t lead = (CPU_PACK_HUGE - ((uintptr_t)m & (CPU_PACK_HUGE - 1))) & (CPU_PACK_HUGE - 1);
+    if (lead)
+        munmap(m, lead);
+    if (lead < CPU_PACK_HUGE)
+        munmap(m + lead + bytes, CPU_PACK_HUGE - lead);
+#ifdef MADV_HUGEPAGE
+    madvise(m + lead, bytes, MADV_HUGEPAGE);
+#endif
+    return m + lead;
+}
+
+/* Room for a copy of |bytes|, or NULL; |*out_chunk| is the chunk it is in. */
+static uint8_t *cpu_pack_alloc(cpu_state *s, size_t bytes, cpu_pack_chunk **out_chunk)
+{
+    const size_t need = (bytes + CPU_ALIGN - 1) & ~(size_t)(CPU_ALIGN - 1);
+    const size_t head = (sizeof(cpu_pack_chunk) + CPU_ALIGN - 1) & ~(size_t)(CPU_ALIGN - 1);
+    cpu_pack_chunk *c = s->pack_chunks;
+    if (!c || c->size - c->used < need) {
+        size_t size = CPU_PACK_CHUNK;
+        if (need > size - head)
+            size = (need + head + CPU_PACK_HUGE - 1) & ~(CPU_PACK_HUGE - 1);
+        c = cpu_pack_map(size);
+        if (!c)
+            return NULL;
+        *c = (cpu_pack_chunk){.next = s->pack_chunks, .size = size, .used = head};
+        s->pack_chunks = c;
+    }
+    uint8_t *p = (uint8_t *)c + c->used;
+    c->used += need;
+    c->live++;
+    *out_chunk = c;
+    return p;
+}
+
 void cpu_buffer_drop_packed(cpu_state *s, cpu_buffer *b)
 {
     if (!b->packed)
         return;
-    munmap(b->packed, (size_t)b->size);
+    cpu_pack_chunk *c = b->packed_chunk;
     b->packed = NULL;
+    b->packed_chunk = NULL;
     s->mem_in_use -= b->size;
+    if (--c->live > 0)
+        return;
+    for (cpu_pack_chunk **at = &s->pack_chunks; *at; at = &(*at)->next)
+        if (*at == c) {
+            *at = c->next;
+            break;
+        }
+    munmap(c, c->size);
+}
+
+void cpu_repack_free_all(cpu_state *s)
+{
+    while (s->pack_chunks) {
+        cpu_pack_chunk *c = s->pack_chunks;
+        s->pack_chunks = c->next;
+        munmap(c, c->size);
+    }
+}
+
+/* True when the pages [lo, hi) lie in mappings of files that are private
+ * and not writable (/proc/self/maps, whose lines come in address order):
+ * those pages hold what the files hold, so dropping them loses nothing.
+ * A range released before spans several such mappings (its own and its
+ * neighbours'). */
+static bool cpu_in_file_mapping(uintptr_t lo, uintptr_t hi)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return false;
+    char *line = NULL;
+    size_t cap = 0;
+    unsigned long at = (unsigned long)lo;
+    while (at < hi && getline(&line, &cap, f) > 0) {
+        unsigned long start, end, off, inode;
+        unsigned dev_major, dev_minor;
+        char perms[5];
+        if (sscanf(line, "%lx-%lx %4s %lx %x:%x %lu", &start, &end, perms, &off, &dev_major,
+                   &dev_minor, &inode) != 7 ||
+            end <= at)
+            continue;
+        if (start > at || inode == 0 || perms[1] != '-' || perms[3] != 'p')
+            break;
+        at = end;
+    }
+    free(line);
+    fclose(f);
+    return at >= hi;
+}
+
+/* Releases the whole pages of [p, p + n) where they are a file's pages
+ * (cpu_in_file_mapping) and keeps them from being mapped back as huge
+ * pages (a read of a neighbouring tensor would map back its whole 2 MiB);
+ * elsewhere leaves them. */
+static void cpu_release_file_pages(const void *p, size_t n)
+{
+    const long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0)
+        return;
+    const uintptr_t mask = (uintptr_t)page - 1;
+    const uintptr_t lo = ((uintptr_t)p + mask) & ~mask, hi = ((uintptr_t)p + n) & ~mask;
+    if (hi <= lo || !cpu_in_file_mapping(lo, hi))
+        return;
+#ifdef MADV_NOHUGEPAGE
+    madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE);
+#endif
+    madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 /* True when |w| is a whole, dense weight in a borrowed buffer of its own. */
@@ -71,22 +201,22 @@ const uint8_t *cpu_weight_packed(cpu_state *s, const sy_tensor *w)
         return b->packed;
     if (b->pack_failed || b->packed)
         return NULL;
-    void *p = mmap(NULL, (size_t)b->size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
+    cpu_pack_chunk *chunk = NULL;
+    uint8_t *p = cpu_pack_alloc(s, (size_t)b->size, &chunk);
+    if (!p) {
         b->pack_failed = true;
         cpu_log(s, SY_LOG_WARN, "no memory to repack weight '%s' (%llu bytes); it is read as stored",
                 w->name, (unsigned long long)b->size);
         return NULL;
     }
-#ifdef MADV_HUGEPAGE
-    madvise(p, (size_t)b->size, MADV_HUGEPAGE);
-#endif
     cpu_repack_ctx c = {.src = b->ptr, .dst = p, .rows = w->ne[1] * w->ne[2] * w->ne[3],
                         .nb = w->ne[0] / (int64_t)sy_dtype_block_size(w->dtype),
                         .row_bytes = (size_t)w->nb[1], .block_bytes = sy_dtype_type_size(w->dtype)};
     const uint32_t nth = c.rows < (int64_t)s->n_threads ? (uint32_t)c.rows : s->n_threads;
     cpu_pool_run(s->pool, cpu_repack_task, &c, nth ? nth : 1);
+    cpu_release_file_pages(b->ptr, (size_t)b->size);
     b->packed = p;
+    b->packed_chunk = chunk;
     b->packed_dtype = w->dtype;
     s->mem_in_use += b->size;
     if (s->mem_in_use > s->mem_peak)

@@ -27,4 +27,18 @@ static inline void cpu_repack_rows(const uint8_t *src, uint8_t *dst, int64_t row
     }
 }
 
+/* The inverse of cpu_repack_rows for one row of |nb| blocks: |src| in the
+ * packed layout back into the file's at |dst|. */
+static inline void cpu_unpack_row(const uint8_t *src, uint8_t *dst, int64_t nb, size_t block_bytes)
+{
+    const size_t head = block_bytes - 16;
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4, src += 4 * block_bytes, dst += 4 * block_bytes)
+        for (size_t j = 0; j < 4; j++) {
+            memcpy(dst + block_bytes * j, src + head * j, head);
+            memcpy(dst + block_bytes * j + head, src + 4 * head + 16 * j, 16);
+        }
+    memcpy(dst, src, (size_t)(nb - b) * block_bytes);
+}
+
 #endif

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cpu_case.h"
 
@@ -291,7 +293,7 @@ typedef struct repack_case {
 } repack_case;
 
 #define RP_K 256
-#define RP_N 24
+#define RP_N 64 /* two whole 4 KiB pages of Q4_0 */
 #define RP_M 16
 
 static uint64_t rp_in_use(const repack_case *c)
@@ -361,17 +363,20 @@ static void rp_fill(uint8_t *w, unsigned seed)
     }
 }
 
-/* Decode (1 column) and prefill (RP_M columns, the GEMM): with repacking
- * on, the first matmul makes the packed copy (memory_usage grows by the
- * weight's bytes where the kernels pack Q4_0: the avx512 table), the
- * results equal those read as stored, a write into the weight's buffer
+/* Decode (1 column), a short prompt (3 columns) and prefill (RP_M
+ * columns, the GEMM): with repacking on, the first matmul makes the packed
+ * copy (memory_usage grows by the weight's bytes where the kernels pack
+ * Q4_0: the avx512 table), the results are those read as stored, bit for
+ * bit, a write into the weight's buffer
  * drops the copy, and the next matmul packs the new bytes. */
 Test(cpu_module, repacks_a_wrapped_weight_at_first_use_and_counts_it)
 {
     void *so = open_module();
     static uint8_t wmem[RP_N * RP_K / 32 * 18] __attribute__((aligned(64)));
     const uint64_t wbytes = sizeof wmem;
-    for (int64_t m = 1; m <= RP_M; m += RP_M - 1) {
+    static const int64_t ms[] = {1, 3, RP_M}; /* rows kernel, 4-column dots, GEMM */
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+        const int64_t m = ms[mi];
         float want[RP_N * RP_M], got[RP_N * RP_M];
         repack_case c;
         rp_fill(wmem, 1);
@@ -389,12 +394,17 @@ Test(cpu_module, repacks_a_wrapped_weight_at_first_use_and_counts_it)
         const uint64_t grew = rp_in_use(&c) - before;
         cr_assert_eq(grew, grew_want, "%s: memory_usage grew by %llu, not %llu", desc.driver,
                      (unsigned long long)grew, (unsigned long long)grew_want);
+        /* The same arithmetic: the same bits (a greedy decode must not
+         * depend on packing). */
         for (int i = 0; i < RP_N * m; i++)
-            cr_assert_float_eq(got[i], want[i], 1e-5f * (fabsf(want[i]) + 1.0f),
-                               "m=%lld y[%d]: %g repacked, %g as stored", (long long)m, i, got[i],
-                               want[i]);
+            cr_assert_eq(got[i], want[i], "m=%lld y[%d]: %.9g repacked, %.9g as stored",
+                         (long long)m, i, got[i], want[i]);
         rp_run(&c, got);
         cr_assert_eq(rp_in_use(&c) - before, grew, "the second matmul packs nothing more");
+        /* Writable memory (not a file's) keeps its bytes. */
+        static uint8_t kept[sizeof wmem];
+        rp_fill(kept, 1);
+        cr_assert_eq(memcmp(wmem, kept, sizeof kept), 0, "packing changed the caller's memory");
 
         /* New weights through copy_in: the old packed copy must go. */
         static uint8_t next[sizeof wmem];
@@ -417,6 +427,72 @@ Test(cpu_module, repacks_a_wrapped_weight_at_first_use_and_counts_it)
                                "m=%lld after copy_in y[%d]: %g repacked, %g as stored", (long long)m,
                                i, got[i], want2[i]);
     }
+    unsetenv("SWITCHYARD_CPU_REPACK");
+    unsetenv("SWITCHYARD_THREADS");
+    dlclose(so);
+}
+
+/* True when the page holding |p| is mapped in this process (bit 63 of its
+ * /proc/self/pagemap entry). */
+static bool rp_page_mapped(const void *p)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    FILE *f = fopen("/proc/self/pagemap", "rb");
+    cr_assert_not_null(f);
+    uint64_t e = 0;
+    cr_assert_eq(fseeko(f, (off_t)((uintptr_t)p / page * sizeof e), SEEK_SET), 0);
+    cr_assert_eq(fread(&e, sizeof e, 1, f), 1u);
+    fclose(f);
+    return (e >> 63) & 1u;
+}
+
+/* A weight in a read-only private mapping of a file, as the runtime maps a
+ * GGUF: once packed, its whole pages leave the mapping (the process keeps
+ * one copy of the weight, not two), the results stay those of the weight
+ * as stored, and the mapping still reads as the file. */
+Test(cpu_module, a_packed_weight_gives_its_file_pages_back)
+{
+    void *so = open_module();
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    static uint8_t wmem[RP_N * RP_K / 32 * 18];
+    rp_fill(wmem, 3);
+    cr_assert_geq(sizeof wmem, 2 * page);
+    char path[] = "/tmp/sy-repack-XXXXXX";
+    const int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    unlink(path);
+    cr_assert_eq(write(fd, wmem, sizeof wmem), (ssize_t)sizeof wmem);
+    uint8_t *map = mmap(NULL, sizeof wmem, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    cr_assert_neq(map, MAP_FAILED);
+    float want[RP_N], got[RP_N];
+    repack_case c;
+    rp_open(&c, so, "0", map, 1);
+    rp_run(&c, want);
+    rp_close(&c);
+    cr_assert(rp_page_mapped(map) && rp_page_mapped(map + page), "the matmul read the mapping");
+
+    /* A second plugin instance (a second session) packs the weight again
+     * from the pages the first one released and read back. */
+    for (int instance = 0; instance < 2; instance++) {
+        rp_open(&c, so, "1", map, 1);
+        sy_device_desc desc = {.struct_size = sizeof desc};
+        cr_assert_eq(c.d->describe(c.state, 0, &desc), SY_OK);
+        const bool packs = strstr(desc.driver, "(avx512 kernels") != NULL;
+        for (int run = 0; run < 2; run++) {
+            rp_run(&c, got);
+            for (int i = 0; i < RP_N; i++)
+                cr_assert_float_eq(got[i], want[i], 1e-5f * (fabsf(want[i]) + 1.0f),
+                                   "run %d y[%d]: %g repacked, %g as stored", run, i, got[i], want[i]);
+            for (size_t p = 0; p + page <= sizeof wmem; p += page)
+                cr_assert_eq(rp_page_mapped(map + p), !packs,
+                             "%s, instance %d run %d: page %zu is %s", desc.driver, instance, run,
+                             p / page, packs ? "still mapped" : "no longer mapped");
+        }
+        rp_close(&c);
+        cr_assert_eq(memcmp(map, wmem, sizeof wmem), 0, "the mapping reads as the file");
+    }
+    munmap(map, sizeof wmem);
     unsetenv("SWITCHYARD_CPU_REPACK");
     unsetenv("SWITCHYARD_THREADS");
     dlclose(so);
