@@ -5,8 +5,9 @@
  *                        avxvnni, avx512
  *   SWITCHYARD_CPU_PIN   0: leave worker threads unpinned (default: pinned)
  *   SWITCHYARD_CPU_SPIN_US  microseconds an idle worker spins for the next
- *                        dispatch before it sleeps (0..1000000; default
- *                        5, CPU_POOL_SPIN_NS)
+ *                        dispatch before it sleeps (0..1000000); unset,
+ *                        the pool picks 200 while no other process
+ *                        preempts the caller, else 5 (cpu_threadpool.h)
  *   SWITCHYARD_CPU_MATMUL_ROWS  weight rows per prefill GEMM tile (4..128,
  *                        a power of two; default 32), chosen by tune
  *   SWITCHYARD_CPU_ACTIVATIONS  how quantized matmuls take activations:

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #if defined(__linux__)
 #include <linux/futex.h>
@@ -29,6 +30,17 @@
 /* Pause iterations the caller spins for lanes still inside a closed job
  * before it starts yielding its core to them. */
 #define CPU_POOL_CALLER_SPINS (1u << 12)
+/* Adaptive spin (unless cpu_pool_set_spin fixed it): every this many
+ * dispatches the caller looks at how often the OS has preempted it
+ * (involuntary context switches).  None since the last look: the cores
+ * are ours, and workers spin CPU_POOL_SPIN_QUIET_NS, so that the next
+ * dispatch of a step costs a cache-line handoff instead of a futex
+ * wake-up.  Some: other processes want these cores; workers spin
+ * CPU_POOL_SPIN_NS until CPU_POOL_QUIET_LOOKS looks in a row have seen
+ * none (a spinning worker there takes CPU time from the step's own
+ * lanes and from the other processes). */
+#define CPU_POOL_LOOK_EVERY 64u
+#define CPU_POOL_QUIET_LOOKS 4u
 
 /* The job word: generation in the high 32 bits, an "open" flag, and the
  * number of workers inside the job in the low bits.  Workers enter only an
@@ -71,8 +83,16 @@ struct cpu_pool {
     alignas(CPU_POOL_LINE) atomic_uint sleepers;
     pthread_mutex_t mutex; /* without futexes only */
     pthread_cond_t cond;
-    /* How long an idle worker spins before sleeping (cpu_pool_set_spin). */
+    /* How long an idle worker spins before sleeping (cpu_pool_set_spin,
+     * or the adaptive choice). */
     alignas(CPU_POOL_LINE) _Atomic uint64_t spin_ns;
+    /* The caller's side of the adaptive spin: off once set_spin fixed it;
+     * dispatches until the next look; the involuntary context switches
+     * seen at the last look; looks in a row that saw none. */
+    bool spin_adaptive;
+    uint32_t look_in;
+    long last_nivcsw;
+    uint32_t quiet_looks;
     /* Constant after create. */
     const sy_host *host;
     hwloc_topology_t topo;
@@ -285,6 +305,9 @@ sy_status cpu_pool_create(const sy_host *host, hwloc_topology_t topo, uint32_t n
     atomic_init(&pool->sleepers, 0);
     atomic_init(&pool->stop, false);
     atomic_init(&pool->spin_ns, CPU_POOL_SPIN_NS);
+    pool->spin_adaptive = true;
+    pool->look_in = 1;
+    pool->last_nivcsw = -1;
     pool->host = host;
     pool->topo = topo;
     pool->n_threads = n_threads;
@@ -337,7 +360,41 @@ void cpu_pool_destroy(cpu_pool *pool)
 
 void cpu_pool_set_spin(cpu_pool *pool, uint64_t spin_ns)
 {
+    pool->spin_adaptive = false;
     atomic_store_explicit(&pool->spin_ns, spin_ns, memory_order_relaxed);
+}
+
+uint64_t cpu_pool_spin(const cpu_pool *pool)
+{
+    return atomic_load_explicit(&pool->spin_ns, memory_order_relaxed);
+}
+
+void cpu_pool_spin_look(cpu_pool *pool, long nivcsw)
+{
+    if (!pool->spin_adaptive)
+        return;
+    const long last = pool->last_nivcsw;
+    pool->last_nivcsw = nivcsw;
+    if (last < 0)
+        return;
+    pool->quiet_looks = nivcsw != last ? 0 : pool->quiet_looks + 1;
+    const uint64_t spin = pool->quiet_looks >= CPU_POOL_QUIET_LOOKS ? CPU_POOL_SPIN_QUIET_NS
+                                                                    : CPU_POOL_SPIN_NS;
+    if (spin != atomic_load_explicit(&pool->spin_ns, memory_order_relaxed))
+        atomic_store_explicit(&pool->spin_ns, spin, memory_order_relaxed);
+}
+
+/* The caller's periodic look for the adaptive spin (CPU_POOL_LOOK_EVERY). */
+static void cpu_pool_adapt_spin(cpu_pool *pool)
+{
+    if (!pool->spin_adaptive || --pool->look_in > 0)
+        return;
+    pool->look_in = CPU_POOL_LOOK_EVERY;
+#if defined(RUSAGE_THREAD)
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) == 0)
+        cpu_pool_spin_look(pool, ru.ru_nivcsw);
+#endif
 }
 
 uint32_t cpu_pool_size(const cpu_pool *pool)
@@ -353,6 +410,7 @@ void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth)
         fn(ctx, 0, 1, 0);
         return;
     }
+    cpu_pool_adapt_spin(pool);
     pool->fn = fn;
     pool->ctx = ctx;
     pool->n_chunks = nth;

@@ -29,14 +29,18 @@ typedef void (*cpu_item_fn)(void *ctx, int64_t item, uint32_t lane);
 
 typedef struct cpu_pool cpu_pool;
 
-/* Default time an idle worker spins for the next dispatch before it
- * sleeps.  Short: on the 2-vCPU VM this was measured on, spinning costs the
- * step more than the wake-up it saves (SmolLM2 tg64 -t 2, 4-6 interleaved
- * rounds, median t/s: spin 0 67.7, 5 us 67.2, 20 us 59.5 (HEAD's 1024
- * pauses 59.6), 50 us 34.3 against 20 us 73.8, 2 ms 26.8 against 20 us
- * 50.9).  A machine with cores of its own may gain from a longer spin
- * (SWITCHYARD_CPU_SPIN_US). */
+/* Time an idle worker spins for the next dispatch before it sleeps while
+ * other processes compete for the cores (and until the pool has seen they
+ * do not).  Short: on the 2-vCPU VM this was measured on, at load 10-18,
+ * spinning cost the step more than the wake-up it saves (SmolLM2 tg64 -t
+ * 2, 4-6 interleaved rounds, median t/s: spin 0 67.7, 5 us 67.2, 20 us
+ * 59.5, 50 us 34.3 against 20 us 73.8, 2 ms 26.8 against 20 us 50.9). */
 #define CPU_POOL_SPIN_NS UINT64_C(5000)
+/* Time an idle worker spins while the cores are the pool's own (the
+ * caller is not being preempted; cpu_threadpool.c): on the same VM, quiet,
+ * 200 us against 5 us won 4 rounds of 4, SmolLM2 tg -t 2 230.8 against
+ * 208.6 t/s, synth 1B Q4_0 53.4 against 51.6. */
+#define CPU_POOL_SPIN_QUIET_NS UINT64_C(200000)
 
 /* Creates a pool of |n_threads| lanes (>= 1): n_threads - 1 worker threads,
  * pinned (when |pin|) to cores 1..n-1 of |topo| when there are enough
@@ -52,9 +56,22 @@ sy_status cpu_pool_create(const sy_host *host, hwloc_topology_t topo, uint32_t n
 void cpu_pool_destroy(cpu_pool *pool);
 
 /* Sets how long an idle worker spins before sleeping; 0 sleeps at once.
- * Workers read it when they start waiting.
- * Thread-safety: safe from any thread. */
+ * Without it the pool picks CPU_POOL_SPIN_QUIET_NS or CPU_POOL_SPIN_NS by
+ * whether other processes preempt the caller.  Workers read it when they
+ * start waiting.
+ * Thread-safety: from the thread that runs the pool's dispatches. */
 void cpu_pool_set_spin(cpu_pool *pool, uint64_t spin_ns);
+
+/* How long an idle worker spins now, in nanoseconds. */
+uint64_t cpu_pool_spin(const cpu_pool *pool);
+
+/* One look of the adaptive spin: |nivcsw| is the caller's count of
+ * involuntary context switches now (getrusage).  Unchanged since the last
+ * look CPU_POOL_QUIET_LOOKS times in a row: spin CPU_POOL_SPIN_QUIET_NS;
+ * otherwise CPU_POOL_SPIN_NS.  No effect once cpu_pool_set_spin was
+ * called.  cpu_pool_run looks every 64 dispatches; exposed for tests.
+ * Thread-safety: from the thread that runs the pool's dispatches. */
+void cpu_pool_spin_look(cpu_pool *pool, long nivcsw);
 
 /* Returns the number of lanes, the calling thread included. */
 uint32_t cpu_pool_size(const cpu_pool *pool);

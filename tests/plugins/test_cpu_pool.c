@@ -204,3 +204,46 @@ Test(cpu_pool, refuses_zero_threads)
     cr_assert_eq(cpu_pool_create(&host, NULL, 0, false, &pool), SY_E_INVALID_ARG);
     cr_assert_null(pool);
 }
+
+/* The adaptive spin: short until the caller has gone CPU_POOL_QUIET_LOOKS
+ * looks without an involuntary context switch, long then, short again at
+ * the first one; cpu_pool_set_spin turns it off.  Real dispatches (which
+ * look at getrusage every 64) leave it at one of the two values. */
+Test(cpu_pool, spins_long_only_while_the_caller_is_not_preempted)
+{
+    sy_host host;
+    pool_host_init(&host);
+    hwloc_topology_t topo;
+    cr_assert_eq(hwloc_topology_init(&topo), 0);
+    cr_assert_eq(hwloc_topology_load(topo), 0);
+    cpu_pool *pool = NULL;
+    cr_assert_eq(cpu_pool_create(&host, topo, 2, false, &pool), SY_OK);
+    cr_assert_eq(cpu_pool_spin(pool), CPU_POOL_SPIN_NS);
+    for (int i = 0; i < 4000; i++) {
+        pool_job job;
+        memset(&job, 0, sizeof job);
+        job.n_threads = 2;
+        job.want_nth = 2;
+        cpu_pool_run(pool, pool_count_task, &job, 2);
+    }
+    const uint64_t now = cpu_pool_spin(pool);
+    cr_assert(now == CPU_POOL_SPIN_NS || now == CPU_POOL_SPIN_QUIET_NS, "spin %llu ns",
+              (unsigned long long)now);
+
+    long n = 1000000;
+    cpu_pool_spin_look(pool, ++n); /* a switch since the dispatches' last look */
+    cr_assert_eq(cpu_pool_spin(pool), CPU_POOL_SPIN_NS);
+    for (int quiet = 1; quiet <= 6; quiet++) {
+        cpu_pool_spin_look(pool, n);
+        cr_assert_eq(cpu_pool_spin(pool), quiet >= 4 ? CPU_POOL_SPIN_QUIET_NS : CPU_POOL_SPIN_NS,
+                     "after %d quiet looks", quiet);
+    }
+    cpu_pool_spin_look(pool, ++n);
+    cr_assert_eq(cpu_pool_spin(pool), CPU_POOL_SPIN_NS, "preempted again");
+    cpu_pool_set_spin(pool, 1234);
+    for (int i = 0; i < 8; i++)
+        cpu_pool_spin_look(pool, i < 4 ? n : ++n);
+    cr_assert_eq(cpu_pool_spin(pool), 1234u, "a fixed spin stays");
+    cpu_pool_destroy(pool);
+    hwloc_topology_destroy(topo);
+}
