@@ -20,6 +20,10 @@
 #   libc      malloc/free, printf (node names), qsort, memcpy outside kernels
 #   os        the kernel: interrupts, page faults, scheduling
 #   other     the CLI, the dynamic linker, hwloc
+#   repack    any sample under cpu_weight_packed or cpu_repack_task: the
+#             CPU plugin's one-time copy of Q4_0/Q4_1 weights into its
+#             packed layout, made during the first (warm-up) step; reported
+#             apart and left out of the per-token shares below
 # Outside the kernels = everything but 'kernels'; per token divides the
 # samples by the rate and by the tokens in the window (N x REPS and bench's
 # one-token warm-up).  Samples count CPU time
@@ -76,14 +80,14 @@ function classify(sym, dso) {
 }
 function flush() {
     if (n_s == 0) return
-    S_pid[n_s] = pid; S_tid[n_s] = tid; S_t[n_s] = t; S_c[n_s] = leaf; S_f[n_s] = leaf_sym
+    S_pid[n_s] = pid; S_tid[n_s] = tid; S_t[n_s] = t; S_c[n_s] = repack ? "repack" : leaf; S_f[n_s] = leaf_sym
     if (timed) { if (!(tid in first) || t < first[tid]) first[tid] = t; if (t > last[tid]) last[tid] = t }
 }
 /^[ \t]*$/ { next }
 /^[ \t]*[0-9]+\/[0-9]+ / {
     flush()
     n_s++
-    split($1, a, "/"); pid = a[1]; tid = a[2]; t = $2 + 0; leaf = ""; timed = 0
+    split($1, a, "/"); pid = a[1]; tid = a[2]; t = $2 + 0; leaf = ""; timed = 0; repack = 0
     next
 }
 {
@@ -91,6 +95,7 @@ function flush() {
     dso = $NF; sym = $2
     if (leaf == "") { leaf = classify(sym, dso); leaf_sym = sym }
     if (sym == "run_once") timed = 1
+    if (sym == "cpu_weight_packed" || sym == "cpu_repack_task") repack = 1
 }
 END {
     flush()
@@ -101,6 +106,7 @@ END {
     for (i = 1; i <= n_s; i++) {
         if (S_t[i] < lo || S_t[i] > hi) continue
         who = S_tid[i] == main ? "main" : "workers"
+        if (S_c[i] == "repack") { rp[who]++; continue }
         n[who]++; c[who, S_c[i]]++
         if (who == "main" && S_c[i] != "kernels") f[S_c[i] " " S_f[i]]++
     }
@@ -114,6 +120,8 @@ END {
             printf("outside kernels (main lane): %.2f%%\n", 100 * (1 - c[who, "kernels"] / n[who]))
             printf("per token (main lane CPU): %.3f ms, outside kernels %.3f ms\n",
                    1000 * n[who] / freq / tokens, 1000 * (n[who] - c[who, "kernels"]) / freq / tokens)
+            printf("repack (one-time, first step; left out above): main lane %.1f ms, workers %.1f ms\n",
+                   1000 * rp["main"] / freq, 1000 * rp["workers"] / freq)
         }
         if (who == "main" && top > 0) {
             for (k in f) printf("  %6.2f%%  %s\n", 100 * f[k] / n[who], k) | "sort -rn | head -n " top

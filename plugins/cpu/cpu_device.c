@@ -172,6 +172,7 @@ static void cpu_state_free(cpu_state *s)
     const sy_host *host = s->host;
     cpu_pool_destroy(s->pool);
     cpu_repack_free_all(s);
+    cpu_repack_free_maps(s);
     if (s->lanes) {
         for (uint32_t i = 0; i < s->n_threads; i++)
             if (s->lanes[i].scratch)
@@ -401,6 +402,7 @@ static sy_status cpu_selftest_matmul(cpu_state *s, sy_dtype wtype, char *out_msg
     snprintf(node.name, sizeof node.name, "selftest.matmul");
 
     const char *why = "";
+    s->file_maps.valid = false; /* as cpu_device_execute does */
     st = cpu_kernel_matmul(s, &node, &why);
     if (st != SY_OK) {
         snprintf(out_msg, msg_size, "matmul %s: threaded kernel refused (%s)",

@@ -119,6 +119,8 @@ sy_status cpu_device_execute(void *state, uint32_t dev, sy_node *const *nodes, u
     cpu_state *s = state;
     if (dev != 0 || (!nodes && n))
         return SY_E_INVALID_ARG;
+    /* Mappings may have changed between calls (cpu_repack.c). */
+    s->file_maps.valid = false;
     for (uint32_t i = 0; i < n; i++) {
         sy_node *node = nodes[i];
         if (!node)

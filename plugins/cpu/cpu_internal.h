@@ -66,6 +66,14 @@ typedef struct cpu_state {
     bool repack;
     /* The mappings the packed copies are carved from (cpu_repack.c). */
     struct cpu_pack_chunk *pack_chunks;
+    /* The address ranges of read-only private file mappings, read from
+     * /proc/self/maps at the first repack of an execute call and trusted
+     * until the call ends (cpu_repack.c). */
+    struct {
+        uintptr_t *lohi; /* n pairs [lo, hi), in address order */
+        size_t n, cap;
+        bool valid;
+    } file_maps;
     /* Weight rows per prefill GEMM tile (SWITCHYARD_CPU_MATMUL_ROWS, a
      * power of two in 4..128; default CPU_MATMUL_GEMM_TILE_ROWS): how
      * often a tile's packed columns are reused from L2 before the next
@@ -123,6 +131,8 @@ const uint8_t *cpu_weight_packed(cpu_state *s, const sy_tensor *w);
 void cpu_buffer_drop_packed(cpu_state *s, cpu_buffer *b);
 /* Unmaps every chunk of packed copies (the plugin's state is freed). */
 void cpu_repack_free_all(cpu_state *s);
+/* Frees the cached list of file mappings (the plugin's state is freed). */
+void cpu_repack_free_maps(cpu_state *s);
 
 /* cpu_buffer.c */
 sy_status cpu_buffer_alloc(void *state, uint32_t dev, uint64_t size, void **out_buffer);

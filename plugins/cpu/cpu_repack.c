@@ -132,48 +132,97 @@ void cpu_repack_free_all(cpu_state *s)
     }
 }
 
-/* True when the pages [lo, hi) lie in mappings of files that are private
- * and not writable (/proc/self/maps, whose lines come in address order):
- * those pages hold what the files hold, so dropping them loses nothing.
- * A range released before spans several such mappings (its own and its
- * neighbours'). */
-static bool cpu_in_file_mapping(uintptr_t lo, uintptr_t hi)
+/* Appends [lo, hi) to s->file_maps, merged with the last range where
+ * they touch; false without memory. */
+static bool cpu_file_maps_add(cpu_state *s, uintptr_t lo, uintptr_t hi)
 {
+    if (s->file_maps.n > 0 && s->file_maps.lohi[2 * s->file_maps.n - 1] == lo) {
+        s->file_maps.lohi[2 * s->file_maps.n - 1] = hi;
+        return true;
+    }
+    if (s->file_maps.n == s->file_maps.cap) {
+        const size_t cap = s->file_maps.cap ? 2 * s->file_maps.cap : 64;
+        uintptr_t *p = s->host->alloc(s->host->ctx, 2 * cap * sizeof *p, sizeof *p);
+        if (!p)
+            return false;
+        if (s->file_maps.n)
+            memcpy(p, s->file_maps.lohi, 2 * s->file_maps.n * sizeof *p);
+        if (s->file_maps.lohi)
+            s->host->free(s->host->ctx, s->file_maps.lohi);
+        s->file_maps.lohi = p;
+        s->file_maps.cap = cap;
+    }
+    s->file_maps.lohi[2 * s->file_maps.n] = lo;
+    s->file_maps.lohi[2 * s->file_maps.n + 1] = hi;
+    s->file_maps.n++;
+    return true;
+}
+
+/* Reads the mappings of files that are private and not writable from
+ * /proc/self/maps (lines in address order) into s->file_maps: their pages
+ * hold what the files hold, so dropping them loses nothing.  Once per
+ * execute call: a weight release splits the mapping it is in, and reading
+ * the file again for every weight cost O(weights^2) (~1% of SmolLM2's
+ * first step). */
+static bool cpu_file_maps_load(cpu_state *s)
+{
+    s->file_maps.n = 0;
     FILE *f = fopen("/proc/self/maps", "r");
     if (!f)
         return false;
     char *line = NULL;
     size_t cap = 0;
-    unsigned long at = (unsigned long)lo;
-    while (at < hi && getline(&line, &cap, f) > 0) {
-        unsigned long start, end, off, inode;
+    bool ok = true;
+    while (ok && getline(&line, &cap, f) > 0) {
+        unsigned long lo, hi, off, inode;
         unsigned dev_major, dev_minor;
         char perms[5];
-        if (sscanf(line, "%lx-%lx %4s %lx %x:%x %lu", &start, &end, perms, &off, &dev_major,
-                   &dev_minor, &inode) != 7 ||
-            end <= at)
-            continue;
-        if (start > at || inode == 0 || perms[1] != '-' || perms[3] != 'p')
-            break;
-        at = end;
+        if (sscanf(line, "%lx-%lx %4s %lx %x:%x %lu", &lo, &hi, perms, &off, &dev_major, &dev_minor,
+                   &inode) == 7 &&
+            inode != 0 && perms[1] == '-' && perms[3] == 'p')
+            ok = cpu_file_maps_add(s, (uintptr_t)lo, (uintptr_t)hi);
     }
     free(line);
     fclose(f);
-    return at >= hi;
+    s->file_maps.valid = ok;
+    return ok;
+}
+
+/* True when the pages [lo, hi) lie in one range of s->file_maps. */
+static bool cpu_in_file_mapping(cpu_state *s, uintptr_t lo, uintptr_t hi)
+{
+    if (!s->file_maps.valid && !cpu_file_maps_load(s))
+        return false;
+    size_t a = 0, b = s->file_maps.n;
+    while (a < b) { /* the first range that ends after lo */
+        const size_t m = a + (b - a) / 2;
+        if (s->file_maps.lohi[2 * m + 1] <= lo)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a < s->file_maps.n && s->file_maps.lohi[2 * a] <= lo && hi <= s->file_maps.lohi[2 * a + 1];
+}
+
+void cpu_repack_free_maps(cpu_state *s)
+{
+    if (s->file_maps.lohi)
+        s->host->free(s->host->ctx, s->file_maps.lohi);
+    memset(&s->file_maps, 0, sizeof s->file_maps);
 }
 
 /* Releases the whole pages of [p, p + n) where they are a file's pages
  * (cpu_in_file_mapping) and keeps them from being mapped back as huge
  * pages (a read of a neighbouring tensor would map back its whole 2 MiB);
  * elsewhere leaves them. */
-static void cpu_release_file_pages(const void *p, size_t n)
+static void cpu_release_file_pages(cpu_state *s, const void *p, size_t n)
 {
     const long page = sysconf(_SC_PAGESIZE);
     if (page <= 0)
         return;
     const uintptr_t mask = (uintptr_t)page - 1;
     const uintptr_t lo = ((uintptr_t)p + mask) & ~mask, hi = ((uintptr_t)p + n) & ~mask;
-    if (hi <= lo || !cpu_in_file_mapping(lo, hi))
+    if (hi <= lo || !cpu_in_file_mapping(s, lo, hi))
         return;
 #ifdef MADV_NOHUGEPAGE
     madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE);
@@ -214,7 +263,7 @@ const uint8_t *cpu_weight_packed(cpu_state *s, const sy_tensor *w)
                         .row_bytes = (size_t)w->nb[1], .block_bytes = sy_dtype_type_size(w->dtype)};
     const uint32_t nth = c.rows < (int64_t)s->n_threads ? (uint32_t)c.rows : s->n_threads;
     cpu_pool_run(s->pool, cpu_repack_task, &c, nth ? nth : 1);
-    cpu_release_file_pages(b->ptr, (size_t)b->size);
+    cpu_release_file_pages(s, b->ptr, (size_t)b->size);
     b->packed = p;
     b->packed_chunk = chunk;
     b->packed_dtype = w->dtype;
