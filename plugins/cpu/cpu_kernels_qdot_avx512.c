@@ -192,7 +192,9 @@ CPU_Z_QDOT(qdot_q8_0, CPU_QD_Q8_0)
  * buffers fill up); into L2 two passes ahead, at 19-29 GB/s (Q4_0 is then
  * bound by its arithmetic, Q8_0 by memory; /tmp rows bench, K = 2048,
  * 256 MiB of rows). */
+#ifndef CPU_Z_PF_PASSES
 #define CPU_Z_PF_PASSES 2
+#endif
 
 /* Q4_0 and Q4_1 as 16-bit words.  Four Q4_0 blocks (b = 0..3) are 72
  * bytes: word 9b is the scale d, words 9b + 1 .. 9b + 8 the quants; four
