@@ -19,10 +19,11 @@
  * huge pages back nearly all of it (a mapping per copy, at the address
  * mmap picks, got them for ~60% of the bytes: decode then ran no faster
  * than from the file).  Where the weight lies in a read-only private
- * mapping of a file (the mmap'd GGUF), the pages under the copy are
- * released from that mapping (MADV_DONTNEED: the page cache keeps them, a
- * later read faults them back in), so the copy replaces the file's pages
- * in the process's memory instead of doubling it. */
+ * mapping of a file (the mmap'd GGUF) with no written pages, the pages
+ * under the copy are released from that mapping (MADV_DONTNEED: the page
+ * cache keeps them, a later read faults them back in), so the copy
+ * replaces the file's pages in the process's memory instead of doubling
+ * it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,29 +159,46 @@ static bool cpu_file_maps_add(cpu_state *s, uintptr_t lo, uintptr_t hi)
     return true;
 }
 
-/* Reads the mappings of files that are private and not writable from
- * /proc/self/maps (lines in address order) into s->file_maps: their pages
- * hold what the files hold, so dropping them loses nothing.  Once per
- * execute call: a weight release splits the mapping it is in, and reading
- * the file again for every weight cost O(weights^2) (~1% of SmolLM2's
- * first step). */
+/* Reads the mappings of files that are private and not writable, and
+ * hold no anonymous (copied-on-write) pages, from /proc/self/smaps
+ * (mappings in address order) into s->file_maps: their pages hold what the
+ * files hold, so dropping them loses nothing.  A mapping written before it
+ * was made read-only holds its writes in anonymous pages and is left out.
+ * Once per execute call: a weight release splits the mapping it is in,
+ * and reading the file again for every weight cost O(weights^2) (~1% of
+ * SmolLM2's first step with /proc/self/maps). */
 static bool cpu_file_maps_load(cpu_state *s)
 {
     s->file_maps.n = 0;
-    FILE *f = fopen("/proc/self/maps", "r");
+    FILE *f = fopen("/proc/self/smaps", "r");
     if (!f)
         return false;
     char *line = NULL;
     size_t cap = 0;
-    bool ok = true;
-    while (ok && getline(&line, &cap, f) > 0) {
-        unsigned long lo, hi, off, inode;
+    bool ok = true, cand = false, clean = false;
+    unsigned long lo = 0, hi = 0;
+    for (;;) {
+        const bool more = getline(&line, &cap, f) > 0;
+        unsigned long a, b, off, inode, kb;
         unsigned dev_major, dev_minor;
         char perms[5];
-        if (sscanf(line, "%lx-%lx %4s %lx %x:%x %lu", &lo, &hi, perms, &off, &dev_major, &dev_minor,
-                   &inode) == 7 &&
-            inode != 0 && perms[1] == '-' && perms[3] == 'p')
-            ok = cpu_file_maps_add(s, (uintptr_t)lo, (uintptr_t)hi);
+        const bool head = more && sscanf(line, "%lx-%lx %4s %lx %x:%x %lu", &a, &b, perms, &off,
+                                         &dev_major, &dev_minor, &inode) == 7;
+        if (!more || head) {
+            /* The mapping before this one is complete. */
+            if (cand && clean)
+                ok = cpu_file_maps_add(s, (uintptr_t)lo, (uintptr_t)hi);
+            if (!more || !ok)
+                break;
+            cand = inode != 0 && perms[1] == '-' && perms[3] == 'p';
+            clean = false;
+            lo = a;
+            hi = b;
+        } else if (cand && sscanf(line, "Anonymous: %lu kB", &kb) == 1) {
+            clean = kb == 0;
+        } else if (cand && sscanf(line, "Swap: %lu kB", &kb) == 1 && kb != 0) {
+            clean = false;
+        }
     }
     free(line);
     fclose(f);

@@ -449,7 +449,8 @@ static bool rp_page_mapped(const void *p)
 /* A weight in a read-only private mapping of a file, as the runtime maps a
  * GGUF: once packed, its whole pages leave the mapping (the process keeps
  * one copy of the weight, not two), the results stay those of the weight
- * as stored, and the mapping still reads as the file. */
+ * as stored, and the mapping still reads as the file.  One that was
+ * written keeps its pages. */
 Test(cpu_module, a_packed_weight_gives_its_file_pages_back)
 {
     void *so = open_module();
@@ -463,7 +464,6 @@ Test(cpu_module, a_packed_weight_gives_its_file_pages_back)
     unlink(path);
     cr_assert_eq(write(fd, wmem, sizeof wmem), (ssize_t)sizeof wmem);
     uint8_t *map = mmap(NULL, sizeof wmem, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
     cr_assert_neq(map, MAP_FAILED);
     float want[RP_N], got[RP_N];
     repack_case c;
@@ -493,6 +493,21 @@ Test(cpu_module, a_packed_weight_gives_its_file_pages_back)
         cr_assert_eq(memcmp(map, wmem, sizeof wmem), 0, "the mapping reads as the file");
     }
     munmap(map, sizeof wmem);
+
+    /* A private mapping written before it was made read-only holds its
+     * writes in anonymous pages: they stay, and so do the bytes. */
+    uint8_t *wrote = mmap(NULL, sizeof wmem, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    cr_assert_neq(wrote, MAP_FAILED);
+    rp_fill(wrote, 4);
+    cr_assert_eq(mprotect(wrote, sizeof wmem, PROT_READ), 0);
+    rp_open(&c, so, "1", wrote, 1);
+    rp_run(&c, got);
+    rp_close(&c);
+    uint8_t want_bytes[sizeof wmem];
+    rp_fill(want_bytes, 4);
+    cr_assert_eq(memcmp(wrote, want_bytes, sizeof wmem), 0, "packing dropped written pages");
+    munmap(wrote, sizeof wmem);
+    close(fd);
     unsetenv("SWITCHYARD_CPU_REPACK");
     unsetenv("SWITCHYARD_THREADS");
     dlclose(so);
