@@ -127,6 +127,9 @@ sy_status cpu_device_synchronize(void *state, uint32_t dev);
  * without packed kernels, SWITCHYARD_CPU_REPACK=0, F32 activations, not a
  * whole borrowed buffer, no memory).  Counted in memory_usage. */
 const uint8_t *cpu_weight_packed(cpu_state *s, const sy_tensor *w);
+/* The packed copy of |w| if a matmul has made one, else NULL (never makes
+ * one: a table only read by GET_ROWS stays as stored). */
+const uint8_t *cpu_weight_packed_made(const cpu_state *s, const sy_tensor *w);
 /* Frees |b|'s packed copy, if any (the buffer is freed or written). */
 void cpu_buffer_drop_packed(cpu_state *s, cpu_buffer *b);
 /* Unmaps every chunk of packed copies (the plugin's state is freed). */

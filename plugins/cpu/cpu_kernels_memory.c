@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "cpu_repack.h"
 #include "quants_internal.h"
 
 #define CPU_MEMORY_MIN_PER_LANE 16384
@@ -15,6 +16,10 @@
 typedef struct cpu_get_rows_ctx {
     const cpu_state *s;
     const sy_tensor *table, *ids, *y;
+    /* The table's packed copy (a tied output head the matmul packed), read
+     * instead of the file's pages, which were released (cpu_repack.c): a
+     * row read from those would map its whole page-cache folio back. */
+    const uint8_t *packed;
 } cpu_get_rows_ctx;
 
 static int32_t cpu_get_rows_id(const sy_tensor *ids, int64_t m)
@@ -28,9 +33,18 @@ static void cpu_get_rows_task(void *arg, uint32_t ith, uint32_t nth, uint32_t la
     const cpu_dequant_fn dequant = c->s->isa->dequant[c->table->dtype];
     int64_t lo, hi;
     cpu_split(c->ids->ne[0], ith, nth, &lo, &hi);
-    for (int64_t m = lo; m < hi; m++)
-        dequant(cpu_row(c->table, cpu_get_rows_id(c->ids, m), 0, 0), (float *)cpu_row(c->y, m, 0, 0),
-                c->table->ne[0]);
+    const int64_t nb = c->table->ne[0] / (int64_t)sy_dtype_block_size(c->table->dtype);
+    for (int64_t m = lo; m < hi; m++) {
+        const char *row = cpu_row(c->table, cpu_get_rows_id(c->ids, m), 0, 0);
+        if (c->packed) {
+            /* The row back in the file's layout, for the same dequant. */
+            uint8_t *scratch = c->s->lanes[lane].scratch;
+            cpu_unpack_row(c->packed + (row - (const char *)c->table->data), scratch, nb,
+                           sy_dtype_type_size(c->table->dtype));
+            row = (const char *)scratch;
+        }
+        dequant(row, (float *)cpu_row(c->y, m, 0, 0), c->table->ne[0]);
+    }
 }
 
 sy_status cpu_kernel_get_rows(cpu_state *s, const sy_node *node, const char **out_why)
@@ -50,6 +64,12 @@ sy_status cpu_kernel_get_rows(cpu_state *s, const sy_node *node, const char **ou
             *out_why = "an id is out of range";
             return SY_E_UNSUPPORTED;
         }
+    }
+    c.packed = cpu_weight_packed_made(s, c.table);
+    if (c.packed) {
+        sy_status st = cpu_scratch_reserve(s, (size_t)c.table->nb[1]);
+        if (st != SY_OK)
+            return st;
     }
     const int64_t rows = c.ids->ne[0];
     uint32_t nth = cpu_lanes_for(s, rows * c.table->ne[0], CPU_MEMORY_MIN_PER_LANE);

@@ -257,6 +257,14 @@ static bool cpu_repack_candidate(const sy_tensor *w, const cpu_buffer *b)
            w->nb[3] == w->nb[2] * (uint64_t)w->ne[2] && b->size == w->nb[3] * (uint64_t)w->ne[3];
 }
 
+const uint8_t *cpu_weight_packed_made(const cpu_state *s, const sy_tensor *w)
+{
+    const cpu_buffer *b = w->buffer;
+    return s->repack && b && b->packed && b->packed_dtype == w->dtype && cpu_repack_candidate(w, b)
+               ? b->packed
+               : NULL;
+}
+
 const uint8_t *cpu_weight_packed(cpu_state *s, const sy_tensor *w)
 {
     cpu_buffer *b = w->buffer;

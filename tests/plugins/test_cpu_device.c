@@ -432,6 +432,35 @@ Test(cpu_module, repacks_a_wrapped_weight_at_first_use_and_counts_it)
     dlclose(so);
 }
 
+#define RP_ROWS 3
+
+/* GET_ROWS of rows 0, 5 and RP_N - 1 of |c|'s weight (as the token
+ * embedding is read when it is also the output head) into |out|. */
+static void rp_get_rows(repack_case *c, float *out)
+{
+    const int32_t ids[RP_ROWS] = {0, 5, RP_N - 1};
+    sy_tensor it = {.dtype = SY_DTYPE_I32, .role = SY_ROLE_INPUT, .n_dims = 1, .ne = {RP_ROWS, 1, 1, 1}};
+    sy_tensor ot = {.dtype = SY_DTYPE_F32, .role = SY_ROLE_ACTIVATION, .n_dims = 2,
+                    .ne = {RP_K, RP_ROWS, 1, 1}};
+    sy_tensor_set_contiguous_strides(&it);
+    sy_tensor_set_contiguous_strides(&ot);
+    void *ib = NULL, *ob = NULL;
+    cr_assert_eq(c->d->buffer_alloc(c->state, 0, sizeof ids, &ib), SY_OK);
+    cr_assert_eq(c->d->buffer_alloc(c->state, 0, sy_tensor_nbytes(&ot), &ob), SY_OK);
+    cr_assert_eq(c->d->copy_in(c->state, 0, ib, 0, ids, sizeof ids), SY_OK);
+    it.buffer = ib;
+    it.data = c->d->buffer_host_ptr(c->state, 0, ib);
+    ot.buffer = ob;
+    ot.data = c->d->buffer_host_ptr(c->state, 0, ob);
+    sy_node n = {.op = SY_OP_GET_ROWS, .n_inputs = 2, .inputs = {&c->w, &it}, .output = &ot};
+    snprintf(n.name, sizeof n.name, "rows");
+    sy_node *nodes[1] = {&n};
+    cr_assert_eq(c->d->execute(c->state, 0, nodes, 1), SY_OK, "get_rows: %s", c->h.log);
+    cr_assert_eq(c->d->copy_out(c->state, 0, ob, 0, out, sy_tensor_nbytes(&ot)), SY_OK);
+    c->d->buffer_free(c->state, 0, ib);
+    c->d->buffer_free(c->state, 0, ob);
+}
+
 /* True when the page holding |p| is mapped in this process (bit 63 of its
  * /proc/self/pagemap entry). */
 static bool rp_page_mapped(const void *p)
@@ -465,10 +494,11 @@ Test(cpu_module, a_packed_weight_gives_its_file_pages_back)
     cr_assert_eq(write(fd, wmem, sizeof wmem), (ssize_t)sizeof wmem);
     uint8_t *map = mmap(NULL, sizeof wmem, PROT_READ, MAP_PRIVATE, fd, 0);
     cr_assert_neq(map, MAP_FAILED);
-    float want[RP_N], got[RP_N];
+    float want[RP_N], got[RP_N], want_rows[RP_K * RP_ROWS], got_rows[RP_K * RP_ROWS];
     repack_case c;
     rp_open(&c, so, "0", map, 1);
     rp_run(&c, want);
+    rp_get_rows(&c, want_rows);
     rp_close(&c);
     cr_assert(rp_page_mapped(map) && rp_page_mapped(map + page), "the matmul read the mapping");
 
@@ -489,6 +519,13 @@ Test(cpu_module, a_packed_weight_gives_its_file_pages_back)
                              "%s, instance %d run %d: page %zu is %s", desc.driver, instance, run,
                              p / page, packs ? "still mapped" : "no longer mapped");
         }
+        /* Rows of a packed table come from the copy: the same values, and
+         * the released pages stay released. */
+        rp_get_rows(&c, got_rows);
+        cr_assert_eq(memcmp(got_rows, want_rows, sizeof got_rows), 0, "get_rows differs when packed");
+        for (size_t p = 0; p + page <= sizeof wmem; p += page)
+            cr_assert_eq(rp_page_mapped(map + p), !packs, "after get_rows, page %zu is %s", p / page,
+                         packs ? "mapped again" : "no longer mapped");
         rp_close(&c);
         cr_assert_eq(memcmp(map, wmem, sizeof wmem), 0, "the mapping reads as the file");
     }
