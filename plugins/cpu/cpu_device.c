@@ -171,8 +171,7 @@ static void cpu_state_free(cpu_state *s)
 {
     const sy_host *host = s->host;
     cpu_pool_destroy(s->pool);
-    cpu_repack_free_all(s);
-    cpu_repack_free_maps(s);
+    cpu_repack_free(s);
     if (s->lanes) {
         for (uint32_t i = 0; i < s->n_threads; i++)
             if (s->lanes[i].scratch)

@@ -130,12 +130,16 @@ const uint8_t *cpu_weight_packed(cpu_state *s, const sy_tensor *w);
 /* The packed copy of |w| if a matmul has made one, else NULL (never makes
  * one: a table only read by GET_ROWS stays as stored). */
 const uint8_t *cpu_weight_packed_made(const cpu_state *s, const sy_tensor *w);
+/* Row |packed_row| of |w|'s packed copy put back in the file's layout at
+ * |scratch| (w->nb[1] bytes; lane scratch), for the kernels that read the
+ * stored layout: the same bytes, so the same results.  Returns |scratch|. */
+const uint8_t *cpu_packed_row_as_stored(const sy_tensor *w, const uint8_t *packed_row,
+                                        uint8_t *scratch);
 /* Frees |b|'s packed copy, if any (the buffer is freed or written). */
 void cpu_buffer_drop_packed(cpu_state *s, cpu_buffer *b);
-/* Unmaps every chunk of packed copies (the plugin's state is freed). */
-void cpu_repack_free_all(cpu_state *s);
-/* Frees the cached list of file mappings (the plugin's state is freed). */
-void cpu_repack_free_maps(cpu_state *s);
+/* Unmaps every chunk of packed copies and frees the list of file mappings
+ * (the plugin's state is freed). */
+void cpu_repack_free(cpu_state *s);
 
 /* cpu_buffer.c */
 sy_status cpu_buffer_alloc(void *state, uint32_t dev, uint64_t size, void **out_buffer);

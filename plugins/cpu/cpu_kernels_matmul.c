@@ -24,7 +24,6 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
-#include "cpu_repack.h"
 
 /* Floating-point work that earns a lane: below it the dispatch and the
  * barrier cost more than the lane saves. */
@@ -258,12 +257,11 @@ static void cpu_matmul_tile(const cpu_matmul_ctx *c, int64_t item, float *scratc
             return;
         }
         if (c->w_packed) {
-            /* Each packed row back in the file's layout (lane scratch), for
-             * the same kernel, so the results do not depend on packing. */
-            const int64_t nb = c->k / (int64_t)sy_dtype_block_size(w->dtype);
-            const size_t bb = sy_dtype_type_size(w->dtype);
+            /* Each packed row back in the file's layout, for the same
+             * kernel, so the results do not depend on packing. */
             for (int64_t n = n0; n < n1; n++) {
-                cpu_unpack_row((const uint8_t *)w_base + n * (int64_t)w_nb1, (uint8_t *)scratch, nb, bb);
+                cpu_packed_row_as_stored(w, (const uint8_t *)w_base + n * (int64_t)w_nb1,
+                                         (uint8_t *)scratch);
                 for (int64_t m = m0; m < m1; m += CPU_QDOT_MAX_COLS) {
                     const int nc = m1 - m < CPU_QDOT_MAX_COLS ? (int)(m1 - m) : CPU_QDOT_MAX_COLS;
                     float out[CPU_QDOT_MAX_COLS];

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
-#include "cpu_repack.h"
 #include "quants_internal.h"
 
 #define CPU_MEMORY_MIN_PER_LANE 16384
@@ -33,16 +32,11 @@ static void cpu_get_rows_task(void *arg, uint32_t ith, uint32_t nth, uint32_t la
     const cpu_dequant_fn dequant = c->s->isa->dequant[c->table->dtype];
     int64_t lo, hi;
     cpu_split(c->ids->ne[0], ith, nth, &lo, &hi);
-    const int64_t nb = c->table->ne[0] / (int64_t)sy_dtype_block_size(c->table->dtype);
     for (int64_t m = lo; m < hi; m++) {
         const char *row = cpu_row(c->table, cpu_get_rows_id(c->ids, m), 0, 0);
-        if (c->packed) {
-            /* The row back in the file's layout, for the same dequant. */
-            uint8_t *scratch = c->s->lanes[lane].scratch;
-            cpu_unpack_row(c->packed + (row - (const char *)c->table->data), scratch, nb,
-                           sy_dtype_type_size(c->table->dtype));
-            row = (const char *)scratch;
-        }
+        if (c->packed)
+            row = (const char *)cpu_packed_row_as_stored(
+                c->table, c->packed + (row - (const char *)c->table->data), c->s->lanes[lane].scratch);
         dequant(row, (float *)cpu_row(c->y, m, 0, 0), c->table->ne[0]);
     }
 }

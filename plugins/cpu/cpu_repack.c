@@ -124,13 +124,16 @@ void cpu_buffer_drop_packed(cpu_state *s, cpu_buffer *b)
     munmap(c, c->size);
 }
 
-void cpu_repack_free_all(cpu_state *s)
+void cpu_repack_free(cpu_state *s)
 {
     while (s->pack_chunks) {
         cpu_pack_chunk *c = s->pack_chunks;
         s->pack_chunks = c->next;
         munmap(c, c->size);
     }
+    if (s->file_maps.lohi)
+        s->host->free(s->host->ctx, s->file_maps.lohi);
+    memset(&s->file_maps, 0, sizeof s->file_maps);
 }
 
 /* Appends [lo, hi) to s->file_maps, merged with the last range where
@@ -222,13 +225,6 @@ static bool cpu_in_file_mapping(cpu_state *s, uintptr_t lo, uintptr_t hi)
     return a < s->file_maps.n && s->file_maps.lohi[2 * a] <= lo && hi <= s->file_maps.lohi[2 * a + 1];
 }
 
-void cpu_repack_free_maps(cpu_state *s)
-{
-    if (s->file_maps.lohi)
-        s->host->free(s->host->ctx, s->file_maps.lohi);
-    memset(&s->file_maps, 0, sizeof s->file_maps);
-}
-
 /* Releases the whole pages of [p, p + n) where they are a file's pages
  * (cpu_in_file_mapping) and keeps them from being mapped back as huge
  * pages (a read of a neighbouring tensor would map back its whole 2 MiB);
@@ -265,16 +261,23 @@ const uint8_t *cpu_weight_packed_made(const cpu_state *s, const sy_tensor *w)
                : NULL;
 }
 
+const uint8_t *cpu_packed_row_as_stored(const sy_tensor *w, const uint8_t *packed_row,
+                                        uint8_t *scratch)
+{
+    cpu_unpack_row(packed_row, scratch, w->ne[0] / (int64_t)sy_dtype_block_size(w->dtype),
+                   sy_dtype_type_size(w->dtype));
+    return scratch;
+}
+
 const uint8_t *cpu_weight_packed(cpu_state *s, const sy_tensor *w)
 {
+    const uint8_t *made = cpu_weight_packed_made(s, w);
+    if (made)
+        return made;
     cpu_buffer *b = w->buffer;
     if (!s->repack || s->act_planes == 0 || w->dtype >= SY_DTYPE_COUNT ||
         !s->isa->qdot_rows_packed[w->dtype] || !s->isa->qgemm_packed[w->dtype] ||
-        !cpu_repack_candidate(w, b))
-        return NULL;
-    if (b->packed && b->packed_dtype == w->dtype)
-        return b->packed;
-    if (b->pack_failed || b->packed)
+        !cpu_repack_candidate(w, b) || b->pack_failed || b->packed)
         return NULL;
     cpu_pack_chunk *chunk = NULL;
     uint8_t *p = cpu_pack_alloc(s, (size_t)b->size, &chunk);
