@@ -291,10 +291,11 @@ static void print_json_row(const bench_result *r, const sy_cli_sched *o, bool fi
     }
     printf("], \"steps\": %llu, \"segments_per_step\": %.4f, \"switches_per_step\": %.4f, "
            "\"transfers_per_step\": %.4f, \"transfer_bytes_per_step\": %.1f, "
-           "\"planned_transfer_bytes_per_step\": %.1f}",
+           "\"planned_transfer_bytes_per_step\": %.1f, \"replayed_steps\": %llu}",
            (unsigned long long)r->steps.steps, per_step(r, r->steps.segments),
            per_step(r, r->steps.switches), per_step(r, r->steps.transfers),
-           per_step(r, r->steps.transfer_bytes), per_step(r, r->steps.planned_bytes));
+           per_step(r, r->steps.transfer_bytes), per_step(r, r->steps.planned_bytes),
+           (unsigned long long)r->steps.replayed);
     fflush(stdout);
 }
 
@@ -353,6 +354,7 @@ static int run_test(const bench_opts *o, sy_model *m, bench_result *r, uint32_t 
         .transfers = after.transfers - before.transfers,
         .transfer_bytes = after.transfer_bytes - before.transfer_bytes,
         .planned_bytes = after.planned_bytes - before.planned_bytes,
+        .replayed = after.replayed - before.replayed,
     };
     summarize(r, ms);
     r->peak_rss = peak_rss_bytes();

@@ -38,6 +38,8 @@ sy_status sy_graph_create(sy_graph **out_graph)
     sy_graph *g = calloc(1, sizeof *g);
     if (!g)
         return SY_E_NO_MEMORY;
+    static uint64_t serials;
+    g->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
     *out_graph = g;
     return SY_OK;
 }
@@ -299,6 +301,7 @@ sy_status sy_graph_set_host_data(sy_graph *g, sy_tensor *t, void *data)
         return g ? graph_fail(g, SY_E_INVALID_ARG, "set_host_data: tensor is not in this graph")
                  : SY_E_INVALID_ARG;
     g->host_data[t->id] = data;
+    g->host_gen++;
     t->data = data;
     return SY_OK;
 }

@@ -31,6 +31,8 @@ struct sy_graph {
     bool frozen;
     uint64_t sig[2]; /* structural digest, set at freeze (graph_signature.c) */
     uint64_t layout; /* sizes and wiring of root storage, set at freeze */
+    uint64_t serial;   /* unique to this graph in the process (sy_graph_create) */
+    uint64_t host_gen; /* counts sy_graph_set_host_data() calls */
     /* sy__graph_memo_*: the last check recorded, and the nodes updated
      * since (each once; node_dirty marks them) */
     uint64_t memo[4];
@@ -39,6 +41,8 @@ struct sy_graph {
     uint32_t *dirty, n_dirty;
     /* scratch of sy__graph_update_params, kept between updates */
     bool *changed; /* per tensor: its shape changed in this update */
+    uint32_t *cons_off, *cons; /* the nodes reading tensor t: cons[cons_off[t]..[t + 1]) */
+    bool *pending;             /* per node: reads a tensor this update changed */
     sy__graph_undo *undo;
     uint32_t n_undo, cap_undo;
     char err[512];
@@ -77,6 +81,20 @@ static inline sy_node *sy__graph_producer_of(const sy_graph *g, const sy_tensor 
 static inline bool sy__graph_is_output_of(const sy_graph *g, const sy_tensor *t)
 {
     return g->is_output[t->id];
+}
+
+/* Names this graph apart from every other graph the process made, even
+ * one later made at the same address. */
+static inline uint64_t sy__graph_serial(const sy_graph *g)
+{
+    return g->serial;
+}
+
+/* Changes whenever host data is set, so that whoever kept bindings of the
+ * host data can tell they still hold. */
+static inline uint64_t sy__graph_host_gen(const sy_graph *g)
+{
+    return g->host_gen;
 }
 
 /* Hashes the structure of |n_nodes| nodes in topological order into

@@ -29,6 +29,11 @@ static sy_status update_fail(sy_graph *g, sy_status st, const char *fmt, ...)
 void sy__graph_update_free(sy_graph *g)
 {
     free(g->changed);
+    free(g->cons_off);
+    free(g->cons);
+    free(g->pending);
+    g->cons_off = g->cons = NULL;
+    g->pending = NULL;
     free(g->undo);
     free(g->node_dirty);
     free(g->dirty);
@@ -115,6 +120,38 @@ static void undo_all(sy_graph *g)
     }
 }
 
+/* Lists each tensor's readers, so that an update visits only the nodes
+ * downstream of what it changed: a walk over every node after the first
+ * change loaded ~700 node and tensor structs per decode step, evicted by
+ * the weights streamed since the last one. */
+static bool index_consumers(sy_graph *g)
+{
+    g->cons_off = calloc((size_t)g->n_tensors + 2, sizeof *g->cons_off);
+    g->pending = calloc((size_t)g->n_nodes + 1, sizeof *g->pending);
+    if (!g->cons_off || !g->pending)
+        return false;
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        for (uint32_t k = 0; k < g->nodes[i]->n_inputs; k++)
+            g->cons_off[g->nodes[i]->inputs[k]->id + 2]++;
+    for (uint32_t t = 0; t < g->n_tensors; t++)
+        g->cons_off[t + 2] += g->cons_off[t + 1];
+    g->cons = malloc(((size_t)g->cons_off[g->n_tensors + 1] + 1) * sizeof *g->cons);
+    if (!g->cons)
+        return false;
+    for (uint32_t i = 0; i < g->n_nodes; i++)
+        for (uint32_t k = 0; k < g->nodes[i]->n_inputs; k++)
+            g->cons[g->cons_off[g->nodes[i]->inputs[k]->id + 1]++] = i;
+    return true;
+}
+
+/* Marks the readers of |n|'s output for re-inference. */
+static void mark_consumers(sy_graph *g, const sy_node *n)
+{
+    uint32_t t = n->output->id;
+    for (uint32_t k = g->cons_off[t]; k < g->cons_off[t + 1]; k++)
+        g->pending[g->cons[k]] = true;
+}
+
 /* Applies the updates and re-infers the nodes downstream of a changed
  * shape; *out_rehash is set when the structural digest must be redone. */
 static sy_status apply(sy_graph *g, const sy__node_update *ups, uint32_t n, bool *out_rehash)
@@ -139,21 +176,24 @@ static sy_status apply(sy_graph *g, const sy__node_update *ups, uint32_t n, bool
         sy_status st = reinfer(g, nd, &changed);
         if (st != SY_OK)
             return st;
-        if (changed && nd->id < first)
-            first = nd->id;
+        if (changed) {
+            mark_consumers(g, nd);
+            if (nd->id < first)
+                first = nd->id;
+        }
     }
     /* Nodes are in topological order: one pass reaches every consumer. */
     for (uint32_t i = first == UINT32_MAX ? g->n_nodes : first + 1; i < g->n_nodes; i++) {
-        sy_node *nd = g->nodes[i];
-        bool reads_changed = false;
-        for (uint32_t k = 0; k < nd->n_inputs; k++)
-            reads_changed |= g->changed[nd->inputs[k]->id];
-        if (!reads_changed)
+        if (!g->pending[i])
             continue;
+        g->pending[i] = false;
+        sy_node *nd = g->nodes[i];
         bool changed;
         sy_status st = reinfer(g, nd, &changed);
         if (st != SY_OK)
             return st;
+        if (changed)
+            mark_consumers(g, nd);
     }
     for (uint32_t k = 0; k < g->n_undo; k++) {
         const sy__graph_undo *u = &g->undo[k];
@@ -173,7 +213,7 @@ sy_status sy__graph_update_params(sy_graph *g, const sy__node_update *ups, uint3
         g->changed = calloc((size_t)g->n_tensors + 1, sizeof *g->changed);
         g->node_dirty = calloc((size_t)g->n_nodes + 1, sizeof *g->node_dirty);
         g->dirty = malloc(((size_t)g->n_nodes + 1) * sizeof *g->dirty);
-        if (!g->changed || !g->node_dirty || !g->dirty) {
+        if (!g->changed || !g->node_dirty || !g->dirty || !index_consumers(g)) {
             sy__graph_update_free(g);
             return update_fail(g, SY_E_NO_MEMORY, "out of memory preparing a graph update");
         }
@@ -192,6 +232,8 @@ sy_status sy__graph_update_params(sy_graph *g, const sy__node_update *ups, uint3
         if (g->undo[k].t)
             g->changed[g->undo[k].t->id] = false;
     g->n_undo = 0;
+    if (st != SY_OK) /* a failure leaves marks past the node it stopped at */
+        memset(g->pending, 0, (size_t)g->n_nodes * sizeof *g->pending);
     if (st == SY_OK && rehash)
         sy__graph_hash_structure(g->nodes, g->n_nodes, g->n_tensors, g->is_output, g->sig);
     return st;

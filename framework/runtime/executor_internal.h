@@ -79,6 +79,7 @@ struct sy_executor {
     size_t cap_node_s, cap_node_dev;
     sy_step_stats stats; /* what the runs did (sy_executor_query_stats) */
     struct xp_flow *flow; /* scratch of the step runner (executor_flow.c) */
+    struct xp_replay *replay; /* the last single-segment run, kept (executor_replay.c) */
 };
 
 /* One run of a graph. */
@@ -91,6 +92,12 @@ typedef struct xp_run {
     uint32_t n_tensors, D;
     const sy__device *dev[SY__MAX_PLAN_DEVICES];
     xp_device *ds[SY__MAX_PLAN_DEVICES];
+    /* the graph's nodes updated since this plan's last run, when the check
+     * memo held (memo_held); else every node is as good as updated */
+    const uint32_t *dirty;
+    uint32_t n_dirty;
+    bool memo_held;
+    struct xp_replay *rec; /* this run is being recorded for replay */
 } xp_run;
 
 static inline xp_bind *sy__xp_at(xp_run *r, uint32_t t, uint32_t d)
@@ -127,6 +134,24 @@ bool sy__xp_wrap(xp_run *r, const sy_tensor *t, uint32_t d, char *host, uint8_t 
  * uploading it the first time; SY_E_UNSUPPORTED when |t| is not a weight
  * that can be kept (the caller then handles it per run). */
 sy_status sy__xp_keep_weight(xp_run *r, const sy_tensor *t, uint32_t d);
+
+/* executor_replay.c: a run of the same graph and plan again, when only
+ * parameters changed, from the nodes and tensors the last run bound.
+ * sy__xp_replay_run: true when it ran the step (*out_st its status); false
+ * when the full run must (nothing of this step is lost: a replay that
+ * failed on its device is run again in full, which narrows the failure). */
+bool sy__xp_replay_run(xp_run *r, sy_status *out_st);
+/* Before a full run's steps: starts recording it when it may be replayed. */
+void sy__xp_replay_begin(xp_run *r);
+/* A copy back to host data the recorded run made. */
+void sy__xp_replay_copy(xp_run *r, uint32_t tensor, void *buf, uint64_t off, void *host,
+                        uint64_t size);
+/* After a recorded run's copies back, before its buffers are released:
+ * keeps what a replay needs (and the wrapped buffers it binds), or drops
+ * the recording when the run failed (|ran| false) or cannot be replayed. */
+void sy__xp_replay_keep(xp_run *r, bool ran);
+/* Forgets the kept run and frees the buffers it holds. */
+void sy__xp_replay_drop(sy_executor *x);
 
 /* executor_flow.c */
 /* Runs the plan's steps: each segment is launched without waiting; a

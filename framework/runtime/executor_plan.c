@@ -28,6 +28,7 @@
  * The binding, import and copy-back rules are those of executor_single.c,
  * written again here over (tensor, device) pairs rather than shared: its
  * helpers are static and one-device-shaped. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -226,6 +227,10 @@ static sy_status xp_check(xp_run *r)
     uint32_t n_dirty;
     sy_status st = SY_OK;
     if (keyed && sy__graph_memo_holds(r->g, memo, &dirty, &n_dirty)) {
+        /* memo_set below keeps the list's entries: a replay reads them */
+        r->dirty = dirty;
+        r->n_dirty = n_dirty;
+        r->memo_held = true;
         for (uint32_t k = 0; st == SY_OK && k < n_dirty; k++) {
             st = xp_check_node(r, dirty[k]);
             if (st == SY_OK)
@@ -406,6 +411,7 @@ static sy_status xp_copy_back(xp_run *r)
         const sy__plugin *p = r->dev[d]->plugin;
         uint64_t size = sy_tensor_nbytes(t);
         sy__xp_moved(r->x, r->plan->dev_index[d], sy_tensor_nbytes(t));
+        sy__xp_replay_copy(r, i, b->buf, b->off + off, host, size);
         sy_status st = p->desc.copy_out(p->state, r->dev[d]->index, b->buf, b->off + off, host,
                                         size);
         if (st != SY_OK)
@@ -473,6 +479,7 @@ void sy_executor_destroy(sy_executor *x)
 {
     if (!x)
         return;
+    sy__xp_replay_drop(x);
     for (uint32_t k = 0; k < XP_LAYOUTS; k++) {
         if (x->layouts[k].plan) {
             sy__memplan_free(&x->layouts[k].mp);
@@ -547,6 +554,11 @@ sy_status sy_executor_run(sy_executor *x, sy_graph *g, const sy_plan *plan)
     sy_status st = xp_check(&r);
     if (st != SY_OK)
         return st;
+    if (sy__xp_replay_run(&r, &st)) {
+        if (st == SY_OK)
+            x->stats.steps++;
+        return st;
+    }
     size_t nt = (size_t)r.n_tensors + 1;
     if (!sy__xp_grow((void **)&x->bind, &x->cap_bind, nt * r.D, sizeof *x->bind) ||
         !sy__xp_grow((void **)&x->writer, &x->cap_writer, nt, 1) ||
@@ -581,12 +593,15 @@ sy_status sy_executor_run(sy_executor *x, sy_graph *g, const sy_plan *plan)
     }
     if (st == SY_OK)
         xp_outputs_in_host(&r);
-    if (st == SY_OK)
+    if (st == SY_OK) {
+        sy__xp_replay_begin(&r);
         st = sy__xp_run_steps(&r);
+    }
     if (st == SY_OK)
         x->stats.steps++;
     if (st == SY_OK)
         st = xp_copy_back(&r);
+    sy__xp_replay_keep(&r, st == SY_OK);
     sy__xstate_after_run(&x->state, x->writer, SY__NO_DEVICE);
     xp_release(&r);
     return st;
@@ -594,11 +609,16 @@ sy_status sy_executor_run(sy_executor *x, sy_graph *g, const sy_plan *plan)
 
 sy_status sy_executor_query_stats(const sy_executor *x, sy_step_stats *out_stats)
 {
-    if (!out_stats || out_stats->struct_size < sizeof *out_stats)
+    /* A caller built before |replayed| was added gets the fields it has. */
+    if (!out_stats || out_stats->struct_size < offsetof(sy_step_stats, replayed))
         return SY_E_INVALID_ARG;
-    sy_step_stats zero = {.struct_size = sizeof zero};
-    *out_stats = x ? x->stats : zero;
-    out_stats->struct_size = sizeof *out_stats;
+    size_t n = out_stats->struct_size < sizeof *out_stats ? out_stats->struct_size
+                                                          : sizeof *out_stats;
+    sy_step_stats v = {0};
+    if (x)
+        v = x->stats;
+    v.struct_size = (uint32_t)n;
+    memcpy(out_stats, &v, n);
     return x ? SY_OK : SY_E_INVALID_ARG;
 }
 

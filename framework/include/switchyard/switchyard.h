@@ -438,6 +438,11 @@ typedef struct sy_step_stats {
     uint64_t transfer_bytes; /* their bytes, as the graphs run held them */
     uint64_t planned_bytes;  /* the same transfers' bytes as their plans list them (a plan
                               * serves a shape class, so they can differ) */
+    /* Added after the first release (a caller built before it passes the
+     * shorter struct_size and gets the fields above): */
+    uint64_t replayed;       /* steps that ran the nodes the same graph and plan bound the
+                              * step before, only their changed parameters copied (a kept
+                              * decode graph on one device; counted in |steps| too) */
 } sy_step_stats;
 
 /* Fills |stats| with zeros and its struct_size. */

@@ -1,0 +1,303 @@
+/* Replaying a step (executor_internal.h).
+ *
+ * A session runs its kept decode graph once per token with the same plan;
+ * between two runs only the nodes sy__graph_update_params() touched
+ * change (their params, and the extent and offset of the views they
+ * write).  A full run binds every tensor, points every node's tensors at
+ * their storage, copies back, and points every tensor at its host data
+ * again: walks over ~1000 tensor structs that the weights streamed
+ * through the caches in between have evicted, a cache miss per tensor
+ * each time.
+ *
+ * After a full run of a plan of one segment, the executor keeps a copy of
+ * the graph's nodes and tensors (the shadow) with the storage the run
+ * bound them to, and the wrapped host buffers that storage uses.  The next
+ * run of the same graph and plan, when only parameters changed, copies the
+ * updated nodes' params and output extents into the shadow and hands the
+ * device the shadow's nodes: the graph's own tensors stay pointed at their
+ * host data, and nothing walks the whole graph.
+ *
+ * What the shadow holds stays true while: the graph is the same one (its
+ * serial) and no host data was set since (its host generation); the plan
+ * is the same (kept referenced); the device's arena is where it was
+ * (weights kept by the executor never move); the kept KV caches place as
+ * they did (placed again each run, so their copies in and the staleness
+ * bookkeeping happen as in a full run); the graph's check memo held, so
+ * that its list of updated nodes is complete.  Runs that use buffers of
+ * their own (copies of leaves into device memory) are not replayed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor_internal.h"
+
+/* A copy back to host data, as the recorded run made it. */
+typedef struct xp_copyback {
+    uint32_t tensor;
+    void *buf;
+    uint64_t off;
+    void *host;
+    uint64_t size;
+} xp_copyback;
+
+/* A KV cache leaf kept on the device (executor_state.c). */
+typedef struct xp_stateleaf {
+    uint32_t tensor;
+    void *buf;
+} xp_stateleaf;
+
+struct xp_replay {
+    uint64_t serial, host_gen; /* the graph's */
+    sy_plan *plan;             /* referenced */
+    uint64_t key[2];
+    uint32_t dev; /* runtime device index of the one slot */
+    void *arena;
+    char *arena_host;
+    uint32_t n_tensors, n_nodes, count;
+    sy_tensor *t;   /* shadow tensors, by id */
+    sy_node *n;     /* shadow nodes, by id */
+    sy_node **list; /* the segment's nodes, in plan order */
+    xp_bind *bind;  /* per root: its storage on the slot */
+    uint8_t *writer;
+    void **wraps; /* host memory wrapped for the run, freed with the shadow */
+    uint32_t n_wraps;
+    xp_stateleaf *state;
+    uint32_t n_state;
+    xp_copyback *copies;
+    uint32_t n_copies;
+    size_t cap_copies;
+    bool broken; /* the recording failed (out of memory) */
+};
+
+static void replay_free(sy_runtime *rt, struct xp_replay *p)
+{
+    if (!p)
+        return;
+    const sy__device *dev = &rt->devices[p->dev];
+    for (uint32_t k = 0; k < p->n_wraps; k++)
+        dev->plugin->desc.buffer_free(dev->plugin->state, dev->index, p->wraps[k]);
+    if (p->plan)
+        sy_plan_release(p->plan);
+    free(p->t);
+    free(p->n);
+    free(p->list);
+    free(p->bind);
+    free(p->writer);
+    free(p->wraps);
+    free(p->state);
+    free(p->copies);
+    free(p);
+}
+
+void sy__xp_replay_drop(sy_executor *x)
+{
+    replay_free(x->rt, x->replay);
+    x->replay = NULL;
+}
+
+/* Points shadow tensor |t| (a node's input or output) at its storage, as
+ * xp_point does for the graph's own. */
+static void shadow_point(struct xp_replay *p, sy_tensor *t)
+{
+    const sy_tensor *root = t->view_src ? t->view_src : t;
+    const xp_bind *b = &p->bind[root->id];
+    uint64_t off = t->view_src ? t->view_offset : 0;
+    t->buffer = b->buf;
+    t->offset = b->off + off;
+    t->data = b->host ? b->host + off : NULL;
+}
+
+void sy__xp_replay_begin(xp_run *r)
+{
+    r->rec = NULL;
+    const sy_plan *plan = r->plan;
+    if (r->x->time_nodes || r->D != 1 || plan->n_steps != 1 ||
+        plan->steps[0].kind != SY_PLAN_STEP_SEGMENT || !(plan->key[0] || plan->key[1]))
+        return;
+    sy__xp_replay_drop(r->x);
+    struct xp_replay *p = calloc(1, sizeof *p);
+    if (!p)
+        return;
+    p->dev = plan->dev_index[0];
+    r->rec = p;
+}
+
+void sy__xp_replay_copy(xp_run *r, uint32_t tensor, void *buf, uint64_t off, void *host,
+                        uint64_t size)
+{
+    struct xp_replay *p = r->rec;
+    if (!p || p->broken)
+        return;
+    if (!sy__xp_grow((void **)&p->copies, &p->cap_copies, (size_t)p->n_copies + 1,
+                     sizeof *p->copies)) {
+        p->broken = true;
+        return;
+    }
+    p->copies[p->n_copies++] = (xp_copyback){tensor, buf, off, host, size};
+}
+
+/* Fills the shadow from the graph and this run's bindings; false when out
+ * of memory. */
+static bool shadow_build(xp_run *r, struct xp_replay *p)
+{
+    const sy__plan_step *s = &r->plan->steps[0];
+    p->n_tensors = r->n_tensors;
+    p->n_nodes = sy_graph_node_count(r->g);
+    p->count = s->count;
+    p->t = malloc(((size_t)p->n_tensors + 1) * sizeof *p->t);
+    p->n = malloc(((size_t)p->n_nodes + 1) * sizeof *p->n);
+    p->list = malloc(((size_t)p->count + 1) * sizeof *p->list);
+    p->bind = malloc(((size_t)p->n_tensors + 1) * sizeof *p->bind);
+    p->writer = malloc((size_t)p->n_tensors + 1);
+    if (!p->t || !p->n || !p->list || !p->bind || !p->writer)
+        return false;
+    memcpy(p->bind, r->x->bind, (size_t)p->n_tensors * sizeof *p->bind);
+    memcpy(p->writer, r->x->writer, p->n_tensors);
+    for (uint32_t i = 0; i < p->n_tensors; i++) {
+        const sy_tensor *t = sy__graph_tensor_at(r->g, i);
+        p->t[i] = *t;
+        if (t->view_src)
+            p->t[i].view_src = &p->t[t->view_src->id];
+    }
+    for (uint32_t i = 0; i < p->n_nodes; i++) {
+        const sy_node *n = sy__graph_node_at(r->g, i);
+        sy_node *c = &p->n[i];
+        *c = *n;
+        for (uint32_t j = 0; j < n->n_inputs; j++)
+            c->inputs[j] = &p->t[n->inputs[j]->id];
+        c->output = &p->t[n->output->id];
+    }
+    for (uint32_t q = 0; q < p->count; q++) {
+        sy_node *c = &p->n[r->plan->order[s->first + q]];
+        for (uint32_t j = 0; j < c->n_inputs; j++)
+            shadow_point(p, c->inputs[j]);
+        shadow_point(p, c->output);
+        p->list[q] = c;
+    }
+    return true;
+}
+
+void sy__xp_replay_keep(xp_run *r, bool ran)
+{
+    struct xp_replay *p = r->rec;
+    r->rec = NULL;
+    if (!p)
+        return;
+    if (!ran) {
+        replay_free(r->rt, p);
+        return;
+    }
+    /* A buffer of this run's own (a leaf copied in, or zeroed) is not kept:
+     * such a run is not replayed. */
+    uint32_t wraps = 0, state = 0;
+    bool ok = !p->broken;
+    for (uint32_t i = 0; ok && i < r->n_tensors; i++) {
+        const xp_bind *b = sy__xp_at(r, i, 0);
+        if ((b->flags & XP_PRIVATE) && b->buf && !(b->flags & XP_WRAPPED))
+            ok = false;
+        wraps += (b->flags & XP_PRIVATE) && b->buf ? 1 : 0;
+        state += (b->flags & XP_STATE) && b->buf ? 1 : 0;
+    }
+    if (ok) {
+        p->wraps = malloc(((size_t)wraps + 1) * sizeof *p->wraps);
+        p->state = malloc(((size_t)state + 1) * sizeof *p->state);
+        ok = p->wraps && p->state && shadow_build(r, p);
+    }
+    if (!ok) {
+        replay_free(r->rt, p);
+        return;
+    }
+    /* The wrapped buffers are the shadow's now: the run's release leaves
+     * them. */
+    for (uint32_t i = 0; i < r->n_tensors; i++) {
+        xp_bind *b = sy__xp_at(r, i, 0);
+        if ((b->flags & XP_PRIVATE) && b->buf) {
+            p->wraps[p->n_wraps++] = b->buf;
+            b->flags &= (uint8_t)~XP_PRIVATE;
+        }
+        if ((b->flags & XP_STATE) && b->buf)
+            p->state[p->n_state++] = (xp_stateleaf){i, b->buf};
+    }
+    p->serial = sy__graph_serial(r->g);
+    p->host_gen = sy__graph_host_gen(r->g);
+    sy_plan_retain((sy_plan *)r->plan);
+    p->plan = (sy_plan *)r->plan;
+    memcpy(p->key, r->plan->key, sizeof p->key);
+    p->arena = r->ds[0]->arena;
+    p->arena_host = r->ds[0]->arena_host;
+    r->x->replay = p;
+}
+
+/* Places the kept KV caches again; false when one is not where the shadow
+ * has it. */
+static bool replay_state(xp_run *r, struct xp_replay *p)
+{
+    for (uint32_t k = 0; k < p->n_state; k++) {
+        const sy_tensor *t = &p->t[p->state[k].tensor];
+        void *buf = NULL;
+        sy_status st = sy__xstate_place(&r->x->state, r->x, r->rt, p->dev,
+                                        sy__graph_host_at(r->g, t->id), sy_tensor_nbytes(t),
+                                        t->name, t->id, 0, &buf);
+        if (st != SY_OK || buf != p->state[k].buf)
+            return false;
+    }
+    return true;
+}
+
+/* Copies the params and output extents of the nodes updated since the
+ * last run into the shadow. */
+static void replay_update(xp_run *r, struct xp_replay *p)
+{
+    for (uint32_t k = 0; k < r->n_dirty; k++) {
+        const sy_node *n = sy__graph_node_at(r->g, r->dirty[k]);
+        const sy_tensor *o = n->output;
+        sy_tensor *c = &p->t[o->id];
+        p->n[n->id].params = n->params;
+        memcpy(c->ne, o->ne, sizeof c->ne);
+        memcpy(c->nb, o->nb, sizeof c->nb);
+        c->view_offset = o->view_offset;
+        shadow_point(p, c);
+    }
+}
+
+bool sy__xp_replay_run(xp_run *r, sy_status *out_st)
+{
+    sy_executor *x = r->x;
+    struct xp_replay *p = x->replay;
+    *out_st = SY_OK;
+    if (!p || p->serial != sy__graph_serial(r->g))
+        return false; /* another graph's runs leave this one's updates listed */
+    /* A full run of this graph consumes the list of nodes updated since
+     * the shadow was made: the shadow goes with it. */
+    const xp_device *ds = &x->dev[p->dev];
+    if (x->time_nodes || p->plan != r->plan || r->D != 1 ||
+        memcmp(p->key, r->plan->key, sizeof p->key) != 0 || !r->memo_held ||
+        p->host_gen != sy__graph_host_gen(r->g) || ds->arena != p->arena ||
+        ds->arena_host != p->arena_host || !replay_state(r, p)) {
+        sy__xp_replay_drop(x);
+        return false;
+    }
+    replay_update(r, p);
+    const sy__device *dev = &r->rt->devices[p->dev];
+    const sy__plugin *pl = dev->plugin;
+    sy_status st = pl->desc.execute(pl->state, dev->index, p->list, p->count);
+    sy_status st_sync = pl->desc.synchronize(pl->state, dev->index);
+    if (st != SY_OK || st_sync != SY_OK) {
+        /* Run it again in full: that names the node that fails. */
+        sy__xp_replay_drop(x);
+        return false;
+    }
+    x->stats.segments++;
+    x->stats.replayed++;
+    for (uint32_t k = 0; k < p->n_copies; k++) {
+        const xp_copyback *c = &p->copies[k];
+        sy__xp_moved(x, p->dev, c->size);
+        st = pl->desc.copy_out(pl->state, dev->index, c->buf, c->off, c->host, c->size);
+        if (st != SY_OK) {
+            *out_st = sy__xp_fail(r, st, 0, "copy_out", p->t[c->tensor].name, c->size);
+            sy__xp_replay_drop(x);
+            return true;
+        }
+    }
+    sy__xstate_after_run(&x->state, p->writer, SY__NO_DEVICE);
+    return true;
+}
