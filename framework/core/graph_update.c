@@ -8,6 +8,7 @@
  * shape inference, freezing, hashing, and the allocations and names of
  * ~1000 tensors; bench/overhead.sh). */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,6 +220,28 @@ sy_status sy__graph_update_params(sy_graph *g, const sy__node_update *ups, uint3
         }
     }
     g->n_undo = 0;
+    /* The nodes to update and the tensors they read are out of cache after
+     * a decode step (the weights streamed through it): fetch them all
+     * before the updates wait on each in turn. */
+    for (uint32_t k = 0; k < n; k++) {
+        if (ups[k].node >= g->n_nodes)
+            continue;
+        const char *c = (const char *)g->nodes[ups[k].node];
+        for (size_t b = 0; b < offsetof(sy_node, name); b += 64)
+            __builtin_prefetch(c + b, 1);
+    }
+    for (uint32_t k = 0; k < n; k++) {
+        if (ups[k].node >= g->n_nodes)
+            continue;
+        const sy_node *nd = g->nodes[ups[k].node];
+        __builtin_prefetch(nd->output, 1);
+        __builtin_prefetch((const char *)nd->output + 64, 1);
+        for (uint32_t j = 0; j < nd->n_inputs && j < SY_MAX_INPUTS; j++) {
+            __builtin_prefetch(nd->inputs[j]);
+            __builtin_prefetch((const char *)nd->inputs[j] + 64);
+            __builtin_prefetch((const char *)nd->inputs[j] + offsetof(sy_tensor, offset));
+        }
+    }
     uint32_t n_dirty = g->n_dirty;
     bool rehash = false;
     sy_status st = apply(g, ups, n, &rehash);

@@ -25,6 +25,7 @@
  * bookkeeping happen as in a full run); the graph's check memo held, so
  * that its list of updated nodes is complete.  Runs that use buffers of
  * their own (copies of leaves into device memory) are not replayed. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,14 @@ typedef struct xp_stateleaf {
     void *buf;
 } xp_stateleaf;
 
+/* Shadow structs sit on cache-line boundaries, one every |STRIDE| bytes:
+ * the fields a device reads (shape, strides, storage; op, inputs, params)
+ * then span the fewest lines, and the name the rest. */
+#define XP_T_STRIDE 192
+#define XP_N_STRIDE 256
+_Static_assert(sizeof(sy_tensor) <= XP_T_STRIDE, "a shadow tensor fits its stride");
+_Static_assert(sizeof(sy_node) <= XP_N_STRIDE, "a shadow node fits its stride");
+
 struct xp_replay {
     uint64_t serial, host_gen; /* the graph's */
     sy_plan *plan;             /* referenced */
@@ -53,8 +62,8 @@ struct xp_replay {
     void *arena;
     char *arena_host;
     uint32_t n_tensors, n_nodes, count;
-    sy_tensor *t;   /* shadow tensors, by id */
-    sy_node *n;     /* shadow nodes, by id */
+    char *t;        /* shadow tensors, by id (shadow_t) */
+    char *n;        /* shadow nodes, by id (shadow_n) */
     sy_node **list; /* the segment's nodes, in plan order */
     xp_bind *bind;  /* per root: its storage on the slot */
     uint8_t *writer;
@@ -67,6 +76,16 @@ struct xp_replay {
     size_t cap_copies;
     bool broken; /* the recording failed (out of memory) */
 };
+
+static sy_tensor *shadow_t(const struct xp_replay *p, uint32_t id)
+{
+    return (sy_tensor *)(p->t + (size_t)id * XP_T_STRIDE);
+}
+
+static sy_node *shadow_n(const struct xp_replay *p, uint32_t id)
+{
+    return (sy_node *)(p->n + (size_t)id * XP_N_STRIDE);
+}
 
 static void replay_free(sy_runtime *rt, struct xp_replay *p)
 {
@@ -143,8 +162,8 @@ static bool shadow_build(xp_run *r, struct xp_replay *p)
     p->n_tensors = r->n_tensors;
     p->n_nodes = sy_graph_node_count(r->g);
     p->count = s->count;
-    p->t = malloc(((size_t)p->n_tensors + 1) * sizeof *p->t);
-    p->n = malloc(((size_t)p->n_nodes + 1) * sizeof *p->n);
+    p->t = aligned_alloc(64, ((size_t)p->n_tensors + 1) * XP_T_STRIDE);
+    p->n = aligned_alloc(64, ((size_t)p->n_nodes + 1) * XP_N_STRIDE);
     p->list = malloc(((size_t)p->count + 1) * sizeof *p->list);
     p->bind = malloc(((size_t)p->n_tensors + 1) * sizeof *p->bind);
     p->writer = malloc((size_t)p->n_tensors + 1);
@@ -154,24 +173,29 @@ static bool shadow_build(xp_run *r, struct xp_replay *p)
     memcpy(p->writer, r->x->writer, p->n_tensors);
     for (uint32_t i = 0; i < p->n_tensors; i++) {
         const sy_tensor *t = sy__graph_tensor_at(r->g, i);
-        p->t[i] = *t;
+        sy_tensor *c = shadow_t(p, i);
+        *c = *t;
         if (t->view_src)
-            p->t[i].view_src = &p->t[t->view_src->id];
+            c->view_src = shadow_t(p, t->view_src->id);
     }
     for (uint32_t i = 0; i < p->n_nodes; i++) {
         const sy_node *n = sy__graph_node_at(r->g, i);
-        sy_node *c = &p->n[i];
+        sy_node *c = shadow_n(p, i);
         *c = *n;
         for (uint32_t j = 0; j < n->n_inputs; j++)
-            c->inputs[j] = &p->t[n->inputs[j]->id];
-        c->output = &p->t[n->output->id];
+            c->inputs[j] = shadow_t(p, n->inputs[j]->id);
+        c->output = shadow_t(p, n->output->id);
     }
-    for (uint32_t q = 0; q < p->count; q++) {
-        sy_node *c = &p->n[r->plan->order[s->first + q]];
+    /* Views compute nothing (every device skips them): their shadows are
+     * pointed here, and the device is handed the other nodes only. */
+    p->count = 0;
+    for (uint32_t q = 0; q < s->count; q++) {
+        sy_node *c = shadow_n(p, r->plan->order[s->first + q]);
         for (uint32_t j = 0; j < c->n_inputs; j++)
             shadow_point(p, c->inputs[j]);
         shadow_point(p, c->output);
-        p->list[q] = c;
+        if (!sy_op_is_view(c->op))
+            p->list[p->count++] = c;
     }
     return true;
 }
@@ -232,7 +256,7 @@ void sy__xp_replay_keep(xp_run *r, bool ran)
 static bool replay_state(xp_run *r, struct xp_replay *p)
 {
     for (uint32_t k = 0; k < p->n_state; k++) {
-        const sy_tensor *t = &p->t[p->state[k].tensor];
+        const sy_tensor *t = shadow_t(p, p->state[k].tensor);
         void *buf = NULL;
         sy_status st = sy__xstate_place(&r->x->state, r->x, r->rt, p->dev,
                                         sy__graph_host_at(r->g, t->id), sy_tensor_nbytes(t),
@@ -247,11 +271,22 @@ static bool replay_state(xp_run *r, struct xp_replay *p)
  * last run into the shadow. */
 static void replay_update(xp_run *r, struct xp_replay *p)
 {
+    /* The graph's updated nodes are in cache (the update just wrote
+     * them), their shadows are not: fetch those all at once first. */
+    for (uint32_t k = 0; k < r->n_dirty; k++) {
+        const sy_node *n = sy__graph_node_at(r->g, r->dirty[k]);
+        const char *c = (const char *)shadow_n(p, n->id);
+        const char *t = (const char *)shadow_t(p, n->output->id);
+        __builtin_prefetch(c + offsetof(sy_node, params), 1);
+        __builtin_prefetch(c + offsetof(sy_node, name) - 1, 1);
+        __builtin_prefetch(t, 1);
+        __builtin_prefetch(t + 64, 1);
+    }
     for (uint32_t k = 0; k < r->n_dirty; k++) {
         const sy_node *n = sy__graph_node_at(r->g, r->dirty[k]);
         const sy_tensor *o = n->output;
-        sy_tensor *c = &p->t[o->id];
-        p->n[n->id].params = n->params;
+        sy_tensor *c = shadow_t(p, o->id);
+        shadow_n(p, n->id)->params = n->params;
         memcpy(c->ne, o->ne, sizeof c->ne);
         memcpy(c->nb, o->nb, sizeof c->nb);
         c->view_offset = o->view_offset;
@@ -293,7 +328,7 @@ bool sy__xp_replay_run(xp_run *r, sy_status *out_st)
         sy__xp_moved(x, p->dev, c->size);
         st = pl->desc.copy_out(pl->state, dev->index, c->buf, c->off, c->host, c->size);
         if (st != SY_OK) {
-            *out_st = sy__xp_fail(r, st, 0, "copy_out", p->t[c->tensor].name, c->size);
+            *out_st = sy__xp_fail(r, st, 0, "copy_out", shadow_t(p, c->tensor)->name, c->size);
             sy__xp_replay_drop(x);
             return true;
         }
