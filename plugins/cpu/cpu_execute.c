@@ -4,6 +4,7 @@
  * one group (cpu_kernel_matmul_group).  Execution is synchronous, so
  * synchronize() has nothing to wait for. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "cpu_internal.h"
@@ -114,14 +115,19 @@ static const char *cpu_op_name(const cpu_state *s, uint32_t op)
     return name ? name : "op";
 }
 
-sy_status cpu_device_execute(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n)
+/* Nodes are prepared in batches ahead of running them.  Between two
+ * decode steps the weights streamed through the caches evict the node and
+ * tensor structs; loaded one node at a time, each struct waits for memory
+ * in turn (the node, then the tensors it points at).  A batch's loads are
+ * independent of each other and overlap.  Prefetches issued a few nodes
+ * ahead did not help: a matmul in between streams its weights through the
+ * caches and evicts lines fetched and not yet used. */
+#define CPU_PREPARE_BATCH 8
+
+/* Prepares nodes [i, end) of |nodes|; on failure names the node. */
+static sy_status cpu_prepare_batch(cpu_state *s, sy_node *const *nodes, uint32_t i, uint32_t end)
 {
-    cpu_state *s = state;
-    if (dev != 0 || (!nodes && n))
-        return SY_E_INVALID_ARG;
-    /* Mappings may have changed between calls (cpu_repack.c). */
-    s->file_maps.valid = false;
-    for (uint32_t i = 0; i < n; i++) {
+    for (; i < end; i++) {
         sy_node *node = nodes[i];
         if (!node)
             return SY_E_INVALID_ARG;
@@ -133,6 +139,33 @@ sy_status cpu_device_execute(void *state, uint32_t dev, sy_node *const *nodes, u
                     node->name, cpu_op_name(s, node->op));
             return st;
         }
+        /* the shape, on the line before the storage fields */
+        for (uint32_t j = 0; j < node->n_inputs; j++)
+            __builtin_prefetch(node->inputs[j]);
+        __builtin_prefetch(node->output);
+    }
+    return SY_OK;
+}
+
+sy_status cpu_device_execute(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n)
+{
+    cpu_state *s = state;
+    if (dev != 0 || (!nodes && n))
+        return SY_E_INVALID_ARG;
+    /* Mappings may have changed between calls (cpu_repack.c). */
+    s->file_maps.valid = false;
+    uint32_t prepared = 0; /* nodes [0, prepared) are */
+    for (uint32_t i = 0; i < n; i++) {
+        if (i >= prepared) {
+            prepared = n - i > CPU_PREPARE_BATCH ? i + CPU_PREPARE_BATCH : n;
+            sy_status st = cpu_prepare_batch(s, nodes, i, prepared);
+            if (st != SY_OK)
+                return st;
+        }
+        sy_node *node = nodes[i];
+        if (sy_op_is_view(node->op))
+            continue;
+        sy_status st;
         const char *why = "unknown";
         uint32_t grouped = 1;
         while (node->op == SY_OP_MATMUL && grouped < CPU_MATMUL_GROUP_MAX && i + grouped < n &&
