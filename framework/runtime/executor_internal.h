@@ -150,8 +150,11 @@ void sy__xp_replay_copy(xp_run *r, uint32_t tensor, void *buf, uint64_t off, voi
  * keeps what a replay needs (and the wrapped buffers it binds), or drops
  * the recording when the run failed (|ran| false) or cannot be replayed. */
 void sy__xp_replay_keep(xp_run *r, bool ran);
-/* Forgets the kept run and frees the buffers it holds. */
+/* Forgets the kept run and frees the buffers it holds (its arrays stay
+ * for the next recording). */
 void sy__xp_replay_drop(sy_executor *x);
+/* Drops the kept run and frees everything (the executor's destruction). */
+void sy__xp_replay_free(sy_executor *x);
 
 /* executor_flow.c */
 /* Runs the plan's steps: each segment is launched without waiting; a

@@ -479,7 +479,7 @@ void sy_executor_destroy(sy_executor *x)
 {
     if (!x)
         return;
-    sy__xp_replay_drop(x);
+    sy__xp_replay_free(x);
     for (uint32_t k = 0; k < XP_LAYOUTS; k++) {
         if (x->layouts[k].plan) {
             sy__memplan_free(&x->layouts[k].mp);

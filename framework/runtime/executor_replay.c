@@ -73,8 +73,11 @@ struct xp_replay {
     uint32_t n_state;
     xp_copyback *copies;
     uint32_t n_copies;
-    size_t cap_copies;
     bool broken; /* the recording failed (out of memory) */
+    bool valid;  /* a run is kept; else only the arrays, for the next one */
+    /* The arrays' capacities: a decode step records again whenever its
+     * plan changes, and fresh memory costs page faults. */
+    size_t cap_t, cap_n, cap_list, cap_bind, cap_writer, cap_wraps, cap_state, cap_copies;
 };
 
 static sy_tensor *shadow_t(const struct xp_replay *p, uint32_t id)
@@ -87,15 +90,32 @@ static sy_node *shadow_n(const struct xp_replay *p, uint32_t id)
     return (sy_node *)(p->n + (size_t)id * XP_N_STRIDE);
 }
 
-static void replay_free(sy_runtime *rt, struct xp_replay *p)
+/* Forgets the kept run (its wrapped buffers and plan reference go); the
+ * arrays stay for the next. */
+static void replay_forget(sy_runtime *rt, struct xp_replay *p)
 {
-    if (!p)
-        return;
     const sy__device *dev = &rt->devices[p->dev];
     for (uint32_t k = 0; k < p->n_wraps; k++)
         dev->plugin->desc.buffer_free(dev->plugin->state, dev->index, p->wraps[k]);
     if (p->plan)
         sy_plan_release(p->plan);
+    p->plan = NULL;
+    p->n_wraps = p->n_state = p->n_copies = 0;
+    p->broken = p->valid = false;
+}
+
+void sy__xp_replay_drop(sy_executor *x)
+{
+    if (x->replay)
+        replay_forget(x->rt, x->replay);
+}
+
+void sy__xp_replay_free(sy_executor *x)
+{
+    struct xp_replay *p = x->replay;
+    if (!p)
+        return;
+    replay_forget(x->rt, p);
     free(p->t);
     free(p->n);
     free(p->list);
@@ -105,12 +125,19 @@ static void replay_free(sy_runtime *rt, struct xp_replay *p)
     free(p->state);
     free(p->copies);
     free(p);
+    x->replay = NULL;
 }
 
-void sy__xp_replay_drop(sy_executor *x)
+/* Makes room for |n| elements of |elem| bytes in |*a|, whose contents need
+ * not survive; |aligned|: on a cache-line boundary. */
+static bool room(void **a, size_t *cap, size_t n, size_t elem, bool aligned)
 {
-    replay_free(x->rt, x->replay);
-    x->replay = NULL;
+    if (n <= *cap)
+        return true;
+    free(*a);
+    *a = aligned ? aligned_alloc(64, n * elem) : malloc(n * elem);
+    *cap = *a ? n : 0;
+    return *a != NULL;
 }
 
 /* Points shadow tensor |t| (a node's input or output) at its storage, as
@@ -132,9 +159,10 @@ void sy__xp_replay_begin(xp_run *r)
     if (r->x->time_nodes || r->D != 1 || plan->n_steps != 1 ||
         plan->steps[0].kind != SY_PLAN_STEP_SEGMENT || !(plan->key[0] || plan->key[1]))
         return;
-    sy__xp_replay_drop(r->x);
-    struct xp_replay *p = calloc(1, sizeof *p);
-    if (!p)
+    struct xp_replay *p = r->x->replay;
+    if (p)
+        replay_forget(r->rt, p);
+    else if (!(p = r->x->replay = calloc(1, sizeof *p)))
         return;
     p->dev = plan->dev_index[0];
     r->rec = p;
@@ -146,7 +174,8 @@ void sy__xp_replay_copy(xp_run *r, uint32_t tensor, void *buf, uint64_t off, voi
     struct xp_replay *p = r->rec;
     if (!p || p->broken)
         return;
-    if (!sy__xp_grow((void **)&p->copies, &p->cap_copies, (size_t)p->n_copies + 1,
+    if (p->n_copies == p->cap_copies &&
+        !sy__xp_grow((void **)&p->copies, &p->cap_copies, 2 * (size_t)p->n_copies + 4,
                      sizeof *p->copies)) {
         p->broken = true;
         return;
@@ -162,12 +191,12 @@ static bool shadow_build(xp_run *r, struct xp_replay *p)
     p->n_tensors = r->n_tensors;
     p->n_nodes = sy_graph_node_count(r->g);
     p->count = s->count;
-    p->t = aligned_alloc(64, ((size_t)p->n_tensors + 1) * XP_T_STRIDE);
-    p->n = aligned_alloc(64, ((size_t)p->n_nodes + 1) * XP_N_STRIDE);
-    p->list = malloc(((size_t)p->count + 1) * sizeof *p->list);
-    p->bind = malloc(((size_t)p->n_tensors + 1) * sizeof *p->bind);
-    p->writer = malloc((size_t)p->n_tensors + 1);
-    if (!p->t || !p->n || !p->list || !p->bind || !p->writer)
+    const size_t nt = (size_t)p->n_tensors + 1;
+    if (!room((void **)&p->t, &p->cap_t, nt, XP_T_STRIDE, true) ||
+        !room((void **)&p->n, &p->cap_n, (size_t)p->n_nodes + 1, XP_N_STRIDE, true) ||
+        !room((void **)&p->list, &p->cap_list, (size_t)p->count + 1, sizeof *p->list, false) ||
+        !room((void **)&p->bind, &p->cap_bind, nt, sizeof *p->bind, false) ||
+        !room((void **)&p->writer, &p->cap_writer, nt, 1, false))
         return false;
     memcpy(p->bind, r->x->bind, (size_t)p->n_tensors * sizeof *p->bind);
     memcpy(p->writer, r->x->writer, p->n_tensors);
@@ -207,7 +236,7 @@ void sy__xp_replay_keep(xp_run *r, bool ran)
     if (!p)
         return;
     if (!ran) {
-        replay_free(r->rt, p);
+        replay_forget(r->rt, p);
         return;
     }
     /* A buffer of this run's own (a leaf copied in, or zeroed) is not kept:
@@ -221,13 +250,12 @@ void sy__xp_replay_keep(xp_run *r, bool ran)
         wraps += (b->flags & XP_PRIVATE) && b->buf ? 1 : 0;
         state += (b->flags & XP_STATE) && b->buf ? 1 : 0;
     }
-    if (ok) {
-        p->wraps = malloc(((size_t)wraps + 1) * sizeof *p->wraps);
-        p->state = malloc(((size_t)state + 1) * sizeof *p->state);
-        ok = p->wraps && p->state && shadow_build(r, p);
-    }
+    if (ok)
+        ok = room((void **)&p->wraps, &p->cap_wraps, (size_t)wraps + 1, sizeof *p->wraps, false) &&
+             room((void **)&p->state, &p->cap_state, (size_t)state + 1, sizeof *p->state, false) &&
+             shadow_build(r, p);
     if (!ok) {
-        replay_free(r->rt, p);
+        replay_forget(r->rt, p);
         return;
     }
     /* The wrapped buffers are the shadow's now: the run's release leaves
@@ -248,7 +276,7 @@ void sy__xp_replay_keep(xp_run *r, bool ran)
     memcpy(p->key, r->plan->key, sizeof p->key);
     p->arena = r->ds[0]->arena;
     p->arena_host = r->ds[0]->arena_host;
-    r->x->replay = p;
+    p->valid = true;
 }
 
 /* Places the kept KV caches again; false when one is not where the shadow
@@ -299,7 +327,7 @@ bool sy__xp_replay_run(xp_run *r, sy_status *out_st)
     sy_executor *x = r->x;
     struct xp_replay *p = x->replay;
     *out_st = SY_OK;
-    if (!p || p->serial != sy__graph_serial(r->g))
+    if (!p || !p->valid || p->serial != sy__graph_serial(r->g))
         return false; /* another graph's runs leave this one's updates listed */
     /* A full run of this graph consumes the list of nodes updated since
      * the shadow was made: the shadow goes with it. */
