@@ -139,7 +139,10 @@ static sy_status cpu_prepare_batch(cpu_state *s, sy_node *const *nodes, uint32_t
                     node->name, cpu_op_name(s, node->op));
             return st;
         }
-        /* the shape, on the line before the storage fields */
+        /* the node's params and the tensors' shapes, on the lines after
+         * the inputs and before the storage fields */
+        __builtin_prefetch((const char *)node + offsetof(sy_node, params));
+        __builtin_prefetch((const char *)node + offsetof(sy_node, params.f));
         for (uint32_t j = 0; j < node->n_inputs; j++)
             __builtin_prefetch(node->inputs[j]);
         __builtin_prefetch(node->output);
