@@ -173,6 +173,9 @@ static sy_status apply(sy_graph *g, const sy__node_update *ups, uint32_t n, bool
         if (!sy__graph_same_params(nd->op, &nd->params, &ups[k].params))
             *out_rehash = true;
         nd->params = ups[k].params;
+        /* Inferred now from its inputs as they are: an earlier update's
+         * mark (a session's attention after its KV writes) is served. */
+        g->pending[nd->id] = false;
         bool changed;
         sy_status st = reinfer(g, nd, &changed);
         if (st != SY_OK)
