@@ -182,7 +182,7 @@ static sy_status xp_check_tensor(xp_run *r, const sy_tensor *t)
                               t->name, t->view_src->name);
         return SY_E_GRAPH;
     }
-    if (sy_graph_is_output(r->g, t) && sy_graph_host_data(r->g, t) &&
+    if (sy__graph_is_output_of(r->g, t) && sy__graph_host_of(r->g, t) &&
         !sy_tensor_is_contiguous(t)) {
         sy__runtime_set_error(r->rt,
                               "output '%s' is not contiguous; only contiguous outputs are "
@@ -227,10 +227,12 @@ static sy_status xp_check(xp_run *r)
     uint32_t n_dirty;
     sy_status st = SY_OK;
     if (keyed && sy__graph_memo_holds(r->g, memo, &dirty, &n_dirty)) {
-        /* memo_set below keeps the list's entries: a replay reads them */
+        /* (memo_set keeps the list's entries for a replay to read) */
         r->dirty = dirty;
         r->n_dirty = n_dirty;
         r->memo_held = true;
+        for (uint32_t k = 0; k < n_dirty; k++) /* all their misses at once */
+            __builtin_prefetch(&plan->nodes[dirty[k]]);
         for (uint32_t k = 0; st == SY_OK && k < n_dirty; k++) {
             st = xp_check_node(r, dirty[k]);
             if (st == SY_OK)
