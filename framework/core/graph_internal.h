@@ -40,7 +40,6 @@ struct sy_graph {
     bool *node_dirty;
     uint32_t *dirty, n_dirty;
     /* scratch of sy__graph_update_params, kept between updates */
-    bool *changed; /* per tensor: its shape changed in this update */
     uint32_t *cons_off, *cons; /* the nodes reading tensor t: cons[cons_off[t]..[t + 1]) */
     bool *pending;             /* per node: reads a tensor this update changed */
     sy__graph_undo *undo;

@@ -29,7 +29,6 @@ static sy_status update_fail(sy_graph *g, sy_status st, const char *fmt, ...)
 
 void sy__graph_update_free(sy_graph *g)
 {
-    free(g->changed);
     free(g->cons_off);
     free(g->cons);
     free(g->pending);
@@ -38,7 +37,6 @@ void sy__graph_update_free(sy_graph *g)
     free(g->undo);
     free(g->node_dirty);
     free(g->dirty);
-    g->changed = NULL;
     g->undo = NULL;
     g->node_dirty = NULL;
     g->dirty = NULL;
@@ -101,7 +99,6 @@ static sy_status reinfer(sy_graph *g, sy_node *n, bool *out_changed)
     memcpy(o->ne, want.ne, sizeof o->ne);
     memcpy(o->nb, want.nb, sizeof o->nb);
     o->view_offset = want.view_offset;
-    g->changed[o->id] = true;
     *out_changed = true;
     return SY_OK;
 }
@@ -213,11 +210,10 @@ sy_status sy__graph_update_params(sy_graph *g, const sy__node_update *ups, uint3
         return SY_E_INVALID_ARG;
     if (!g->frozen)
         return update_fail(g, SY_E_STATE, "update: the graph is not frozen");
-    if (!g->changed) {
-        g->changed = calloc((size_t)g->n_tensors + 1, sizeof *g->changed);
+    if (!g->pending) {
         g->node_dirty = calloc((size_t)g->n_nodes + 1, sizeof *g->node_dirty);
         g->dirty = malloc(((size_t)g->n_nodes + 1) * sizeof *g->dirty);
-        if (!g->changed || !g->node_dirty || !g->dirty || !index_consumers(g)) {
+        if (!g->node_dirty || !g->dirty || !index_consumers(g)) {
             sy__graph_update_free(g);
             return update_fail(g, SY_E_NO_MEMORY, "out of memory preparing a graph update");
         }
@@ -254,9 +250,6 @@ sy_status sy__graph_update_params(sy_graph *g, const sy__node_update *ups, uint3
         while (g->n_dirty > n_dirty)
             g->node_dirty[g->dirty[--g->n_dirty]] = false;
     }
-    for (uint32_t k = 0; k < g->n_undo; k++)
-        if (g->undo[k].t)
-            g->changed[g->undo[k].t->id] = false;
     g->n_undo = 0;
     if (st != SY_OK) /* a failure leaves marks past the node it stopped at */
         memset(g->pending, 0, (size_t)g->n_nodes * sizeof *g->pending);
