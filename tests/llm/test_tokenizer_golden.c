@@ -219,32 +219,32 @@ static void check_goldens(const char *model_file, const char *pre, const char *g
 #define SMOLLM2 "SmolLM2-135M-Instruct.Q4_1.gguf"
 #define GEMMA3 "gemma-3-270m-q4_k_m.gguf"
 
-Test(tokenizer_golden, smollm2_matches_llama_cpp_on_the_corpus, .timeout = 120)
+Test(tokenizer_golden, smollm2_matches_llama_cpp_on_the_corpus)
 {
     check_goldens(SMOLLM2, NULL, "smollm2.golden");
 }
 
-Test(tokenizer_golden, gpt2_pre_tokenizer_matches_llama_cpp_on_smollm2_vocabulary, .timeout = 120)
+Test(tokenizer_golden, gpt2_pre_tokenizer_matches_llama_cpp_on_smollm2_vocabulary)
 {
     check_goldens(SMOLLM2, "gpt-2", "smollm2-gpt2.golden");
 }
 
-Test(tokenizer_golden, llama3_pre_tokenizer_matches_llama_cpp_on_smollm2_vocabulary, .timeout = 120)
+Test(tokenizer_golden, llama3_pre_tokenizer_matches_llama_cpp_on_smollm2_vocabulary)
 {
     check_goldens(SMOLLM2, "llama3", "smollm2-llama3.golden");
 }
 
-Test(tokenizer_golden, qwen2_pre_tokenizer_matches_llama_cpp_on_smollm2_vocabulary, .timeout = 120)
+Test(tokenizer_golden, qwen2_pre_tokenizer_matches_llama_cpp_on_smollm2_vocabulary)
 {
     check_goldens(SMOLLM2, "qwen2", "smollm2-qwen2.golden");
 }
 
-Test(tokenizer_golden, default_pre_tokenizer_matches_llama_cpp_on_smollm2_vocabulary, .timeout = 120)
+Test(tokenizer_golden, default_pre_tokenizer_matches_llama_cpp_on_smollm2_vocabulary)
 {
     check_goldens(SMOLLM2, "default", "smollm2-default.golden");
 }
 
-Test(tokenizer_golden, gemma3_matches_llama_cpp_on_the_corpus, .timeout = 120)
+Test(tokenizer_golden, gemma3_matches_llama_cpp_on_the_corpus)
 {
     check_goldens(GEMMA3, NULL, "gemma3.golden");
 }
@@ -295,12 +295,12 @@ static void check_long_text(const char *model_file)
     sy_tokenizer_destroy(tok);
 }
 
-Test(tokenizer_golden, gemma3_encodes_a_megabyte_in_linear_time, .timeout = 120)
+Test(tokenizer_golden, gemma3_encodes_a_megabyte_in_linear_time)
 {
     check_long_text(GEMMA3);
 }
 
-Test(tokenizer_golden, smollm2_encodes_a_megabyte_in_linear_time, .timeout = 120)
+Test(tokenizer_golden, smollm2_encodes_a_megabyte_in_linear_time)
 {
     check_long_text(SMOLLM2);
 }
@@ -346,12 +346,12 @@ static void check_random_text(const char *model_file)
     sy_tokenizer_destroy(tok);
 }
 
-Test(tokenizer_golden, smollm2_round_trips_random_text_and_survives_random_bytes, .timeout = 120)
+Test(tokenizer_golden, smollm2_round_trips_random_text_and_survives_random_bytes)
 {
     check_random_text(SMOLLM2);
 }
 
-Test(tokenizer_golden, gemma3_round_trips_random_text_and_survives_random_bytes, .timeout = 120)
+Test(tokenizer_golden, gemma3_round_trips_random_text_and_survives_random_bytes)
 {
     check_random_text(GEMMA3);
 }

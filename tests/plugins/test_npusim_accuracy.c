@@ -317,7 +317,7 @@ static const char acc_q4_1_symmetric[] =
     "{ \"matmul\": { \"weight_dtypes\": [\"q8_0\", \"q4_0\", \"q4_1\"],\n"
     "  \"activations\": { \"scheme\": \"symmetric\" } } }";
 
-Test(npusim_accuracy, smollm2_with_every_matmul_on_npusim_tracks_the_cpu, .timeout = 1800)
+Test(npusim_accuracy, smollm2_with_every_matmul_on_npusim_tracks_the_cpu)
 {
     acc_ctx a;
     if (!acc_open(&a, acc_q4_1_default))
@@ -337,8 +337,7 @@ Test(npusim_accuracy, smollm2_with_every_matmul_on_npusim_tracks_the_cpu, .timeo
     acc_close(&a);
 }
 
-Test(npusim_accuracy, smollm2_with_per_block_activation_scales_stays_within_3_percent,
-     .timeout = 1800)
+Test(npusim_accuracy, smollm2_with_per_block_activation_scales_stays_within_3_percent)
 {
     acc_ctx a;
     if (!acc_open(&a, acc_q4_1_per_block))
@@ -351,8 +350,7 @@ Test(npusim_accuracy, smollm2_with_per_block_activation_scales_stays_within_3_pe
     acc_close(&a);
 }
 
-Test(npusim_accuracy, smollm2_with_symmetric_per_row_activations_loses_more_on_code,
-     .timeout = 1800)
+Test(npusim_accuracy, smollm2_with_symmetric_per_row_activations_loses_more_on_code)
 {
     acc_ctx a;
     if (!acc_open(&a, acc_q4_1_symmetric))

@@ -66,7 +66,7 @@ Test(plugin_check, passes_on_the_cpu_plugin)
 
 /* The same suite with each kernel table forced: a level this CPU cannot run
  * falls back to the scalar table (with a warning), which must pass too. */
-Test(plugin_check, passes_on_the_cpu_plugin_at_every_isa_level, .timeout = 600)
+Test(plugin_check, passes_on_the_cpu_plugin_at_every_isa_level)
 {
     static const char *const levels[] = {"scalar", "avx2", "avxvnni", "avx512"};
     char path[512];

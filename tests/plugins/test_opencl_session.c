@@ -92,12 +92,12 @@ static void same_tokens(sy_dtype kv)
     sy_runtime_destroy(rt);
 }
 
-Test(opencl_session, greedy_tokens_with_f16_kv_on_the_discrete_device_are_the_cpus, .timeout = 300)
+Test(opencl_session, greedy_tokens_with_f16_kv_on_the_discrete_device_are_the_cpus)
 {
     same_tokens(SY_DTYPE_F16);
 }
 
-Test(opencl_session, greedy_tokens_with_q8_0_kv_on_the_discrete_device_are_the_cpus, .timeout = 300)
+Test(opencl_session, greedy_tokens_with_q8_0_kv_on_the_discrete_device_are_the_cpus)
 {
     same_tokens(SY_DTYPE_Q8_0);
 }

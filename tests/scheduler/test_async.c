@@ -328,7 +328,7 @@ static sy_runtime *opencl_runtime(bool discrete, log_capture *cap)
     return rt;
 }
 
-Test(async, plans_over_the_cpu_and_opencl_give_the_cpus_outputs, .timeout = 240)
+Test(async, plans_over_the_cpu_and_opencl_give_the_cpus_outputs)
 {
     for (int discrete = 0; discrete < 2; discrete++) {
         log_capture *cap = calloc(1, sizeof *cap);

@@ -176,8 +176,7 @@ static uint32_t heft_ratios(uint64_t seed, uint32_t trials, uint32_t lo, uint32_
     return overlapping;
 }
 
-Test(heft, stays_within_5_percent_median_and_15_percent_worst_of_the_makespan_optimum,
-     .timeout = 240)
+Test(heft, stays_within_5_percent_median_and_15_percent_worst_of_the_makespan_optimum)
 {
     uint64_t seed = st_fresh_seed();
     enum { SMALL = 3000, LARGE = 150 };

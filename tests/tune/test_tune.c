@@ -369,8 +369,7 @@ static double tune_and_validate(sy_runtime *rt, sy_model *m, char *why, size_t w
     return worst;
 }
 
-Test(tune, a_tuned_profile_predicts_the_steps_of_a_synth_model_within_25_percent,
-     .timeout = 240)
+Test(tune, a_tuned_profile_predicts_the_steps_of_a_synth_model_within_25_percent)
 {
     char dir[] = "/tmp/sy-tune-synth-XXXXXX", path[256], cmd[1024];
     cr_assert_not_null(mkdtemp(dir));
@@ -439,7 +438,7 @@ Test(tune, the_cpu_thread_count_round_trips_through_the_profile)
 
 /* ------------------------------------------------ node timing in sessions */
 
-Test(node_timing, a_session_totals_every_node_per_name_op_and_device, .timeout = 120)
+Test(node_timing, a_session_totals_every_node_per_name_op_and_device)
 {
     char dir[] = "/tmp/sy-node-timing-XXXXXX", path[256], cmd[1024];
     cr_assert_not_null(mkdtemp(dir));

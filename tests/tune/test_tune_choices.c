@@ -214,8 +214,7 @@ static char *run_stderr(const char *dir, const char *model, const char *env)
     return buf;
 }
 
-Test(tune_options, run_hands_the_profiles_options_to_the_plugin_unless_the_user_set_them,
-     .timeout = 120)
+Test(tune_options, run_hands_the_profiles_options_to_the_plugin_unless_the_user_set_them)
 {
     char dir[] = "/tmp/sy-tune-apply-XXXXXX", model[256], path[300], cmd[1024];
     cr_assert_not_null(mkdtemp(dir));
