@@ -70,6 +70,15 @@ cmd_test() {
   run_suite build-test build-test/logs/test.log || rc=1
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
     run_suite build-asan build-test/logs/test-asan.log || rc=1
+  # Criterion ignores how a test's worker process exits once the test has
+  # passed, so a leak LeakSanitizer reports there would not fail the suite:
+  # every report in the log counts as a failure.
+  local reports
+  reports=$(grep -cE 'ERROR: (LeakSanitizer|AddressSanitizer)' build-test/logs/test-asan.log || true)
+  if [ "$reports" -gt 0 ]; then
+    log "$reports sanitizer report(s) in build-test/logs/test-asan.log"
+    rc=1
+  fi
   # One closing line over both builds, from Criterion's own synthesis lines.
   local passed failed
   passed=$(cat build-test/logs/test.log build-test/logs/test-asan.log |
