@@ -1,0 +1,418 @@
+/* The CPU plugin's weight repacking, on the module opened directly: the
+ * packed copy's results, its memory accounting, and what it does to the
+ * file pages the weight lies in. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cpu_direct.h"
+
+typedef struct repack_case {
+    const sy_plugin_desc *d;
+    void *state;
+    direct_host h;
+    void *wbuf, *xbuf, *ybuf;
+    sy_tensor w, x, y;
+    sy_node node;
+} repack_case;
+
+#define RP_K 256
+#define RP_N 64 /* two whole 4 KiB pages of Q4_0 */
+#define RP_M 16
+
+static uint64_t rp_in_use(const repack_case *c)
+{
+    uint64_t in_use = 0;
+    cr_assert_eq(c->d->memory_usage(c->state, 0, false, &in_use, NULL), SY_OK);
+    return in_use;
+}
+
+/* A Q4_0 weight of RP_N rows at |wmem| (wrapped, as the runtime wraps the
+ * mmap'd file) times |m| F32 columns. */
+static void rp_open(repack_case *c, void *so, const char *repack, uint8_t *wmem, int64_t m)
+{
+    setenv("SWITCHYARD_CPU_REPACK", repack, 1);
+    setenv("SWITCHYARD_THREADS", "2", 1);
+    memset(c, 0, sizeof *c);
+    c->d = query_module(so, SY_PLUGIN_ABI_VERSION);
+    direct_host_init(&c->h);
+    cr_assert_eq(c->d->init(&c->h.host, &c->state), SY_OK, "init: %s", c->h.log);
+    c->w = (sy_tensor){.dtype = SY_DTYPE_Q4_0, .role = SY_ROLE_WEIGHT, .n_dims = 2,
+                       .ne = {RP_K, RP_N, 1, 1}};
+    c->x = (sy_tensor){.dtype = SY_DTYPE_F32, .role = SY_ROLE_INPUT, .n_dims = 2, .ne = {RP_K, m, 1, 1}};
+    c->y = (sy_tensor){.dtype = SY_DTYPE_F32, .role = SY_ROLE_ACTIVATION, .n_dims = 2,
+                       .ne = {RP_N, m, 1, 1}};
+    sy_tensor_set_contiguous_strides(&c->w);
+    sy_tensor_set_contiguous_strides(&c->x);
+    sy_tensor_set_contiguous_strides(&c->y);
+    cr_assert_eq(c->d->buffer_import_host(c->state, 0, wmem, sy_tensor_nbytes(&c->w), &c->wbuf), SY_OK);
+    cr_assert_eq(c->d->buffer_alloc(c->state, 0, sy_tensor_nbytes(&c->x), &c->xbuf), SY_OK);
+    cr_assert_eq(c->d->buffer_alloc(c->state, 0, sy_tensor_nbytes(&c->y), &c->ybuf), SY_OK);
+    float x[RP_K * RP_M];
+    for (int i = 0; i < RP_K * m; i++)
+        x[i] = (float)((i * 37) % 19) / 9.0f - 1.0f;
+    cr_assert_eq(c->d->copy_in(c->state, 0, c->xbuf, 0, x, sy_tensor_nbytes(&c->x)), SY_OK);
+    c->w.buffer = c->wbuf;
+    c->w.data = wmem;
+    c->x.buffer = c->xbuf;
+    c->x.data = c->d->buffer_host_ptr(c->state, 0, c->xbuf);
+    c->y.buffer = c->ybuf;
+    c->y.data = c->d->buffer_host_ptr(c->state, 0, c->ybuf);
+    c->node = (sy_node){.op = SY_OP_MATMUL, .n_inputs = 2, .inputs = {&c->w, &c->x}, .output = &c->y};
+    snprintf(c->w.name, sizeof c->w.name, "w");
+}
+
+static void rp_run(repack_case *c, float *out)
+{
+    sy_node *nodes[1] = {&c->node};
+    cr_assert_eq(c->d->execute(c->state, 0, nodes, 1), SY_OK, "execute: %s", c->h.log);
+    cr_assert_eq(c->d->copy_out(c->state, 0, c->ybuf, 0, out, sy_tensor_nbytes(&c->y)), SY_OK);
+}
+
+static void rp_close(repack_case *c)
+{
+    c->d->buffer_free(c->state, 0, c->wbuf);
+    c->d->buffer_free(c->state, 0, c->xbuf);
+    c->d->buffer_free(c->state, 0, c->ybuf);
+    c->d->deinit(c->state);
+}
+
+static void rp_fill(uint8_t *w, unsigned seed)
+{
+    for (int i = 0; i < RP_N * RP_K / 32 * 18; i++)
+        w[i] = (uint8_t)((i * 131u + seed * 7u) >> 1);
+    for (int b = 0; b < RP_N * RP_K / 32; b++) {
+        const uint16_t d = (uint16_t)(0x2000 + (b * 97 + seed) % 1024); /* small positive f16 */
+        memcpy(w + 18 * b, &d, sizeof d);
+    }
+}
+
+/* Decode (1 column), a short prompt (3 columns) and prefill (RP_M
+ * columns, the GEMM): with repacking on, the first matmul makes the packed
+ * copy (memory_usage grows by the weight's bytes where the kernels pack
+ * Q4_0: the avx512 table), the results are those read as stored, bit for
+ * bit, a write into the weight's buffer
+ * drops the copy, and the next matmul packs the new bytes. */
+Test(cpu_module, repacks_a_wrapped_weight_at_first_use_and_counts_it)
+{
+    void *so = open_module();
+    static uint8_t wmem[RP_N * RP_K / 32 * 18] __attribute__((aligned(64)));
+    const uint64_t wbytes = sizeof wmem;
+    static const int64_t ms[] = {1, 3, RP_M}; /* rows kernel, 4-column dots, GEMM */
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+        const int64_t m = ms[mi];
+        float want[RP_N * RP_M], got[RP_N * RP_M];
+        repack_case c;
+        rp_fill(wmem, 1);
+        rp_open(&c, so, "0", wmem, m);
+        rp_run(&c, want);
+        rp_close(&c);
+
+        rp_open(&c, so, "1", wmem, m);
+        sy_device_desc desc = {.struct_size = sizeof desc};
+        cr_assert_eq(c.d->describe(c.state, 0, &desc), SY_OK);
+        /* Only the avx512 table has packed kernels (Q4_0, Q4_1). */
+        const uint64_t grew_want = strstr(desc.driver, "(avx512 kernels") ? wbytes : 0;
+        const uint64_t before = rp_in_use(&c);
+        rp_run(&c, got);
+        const uint64_t grew = rp_in_use(&c) - before;
+        cr_assert_eq(grew, grew_want, "%s: memory_usage grew by %llu, not %llu", desc.driver,
+                     (unsigned long long)grew, (unsigned long long)grew_want);
+        /* The same arithmetic: the same bits (a greedy decode must not
+         * depend on packing). */
+        for (int i = 0; i < RP_N * m; i++)
+            cr_assert_eq(got[i], want[i], "m=%lld y[%d]: %.9g repacked, %.9g as stored",
+                         (long long)m, i, got[i], want[i]);
+        rp_run(&c, got);
+        cr_assert_eq(rp_in_use(&c) - before, grew, "the second matmul packs nothing more");
+        /* Writable memory (not a file's) keeps its bytes. */
+        static uint8_t kept[sizeof wmem];
+        rp_fill(kept, 1);
+        cr_assert_eq(memcmp(wmem, kept, sizeof kept), 0, "packing changed the caller's memory");
+
+        /* New weights through copy_in: the old packed copy must go. */
+        static uint8_t next[sizeof wmem];
+        memcpy(next, wmem, sizeof next);
+        rp_fill(next, 2);
+        cr_assert_eq(c.d->copy_in(c.state, 0, c.wbuf, 0, next, wbytes), SY_OK);
+        cr_assert_eq(rp_in_use(&c), before, "copy_in drops the packed copy");
+        rp_run(&c, got);
+        cr_assert_eq(rp_in_use(&c) - before, grew);
+        rp_close(&c);
+
+        float want2[RP_N * RP_M];
+        rp_open(&c, so, "0", wmem, m); /* wmem now holds |next| */
+        rp_run(&c, want2);
+        cr_assert_eq(rp_in_use(&c), sy_tensor_nbytes(&c.x) + sy_tensor_nbytes(&c.y),
+                     "SWITCHYARD_CPU_REPACK=0 packs nothing");
+        rp_close(&c);
+        for (int i = 0; i < RP_N * m; i++)
+            cr_assert_float_eq(got[i], want2[i], 1e-5f * (fabsf(want2[i]) + 1.0f),
+                               "m=%lld after copy_in y[%d]: %g repacked, %g as stored", (long long)m,
+                               i, got[i], want2[i]);
+    }
+    unsetenv("SWITCHYARD_CPU_REPACK");
+    unsetenv("SWITCHYARD_THREADS");
+    dlclose(so);
+}
+
+#define RP_ROWS 3
+
+/* GET_ROWS of rows 0, 5 and RP_N - 1 of |c|'s weight (as the token
+ * embedding is read when it is also the output head) into |out|. */
+static void rp_get_rows(repack_case *c, float *out)
+{
+    const int32_t ids[RP_ROWS] = {0, 5, RP_N - 1};
+    sy_tensor it = {.dtype = SY_DTYPE_I32, .role = SY_ROLE_INPUT, .n_dims = 1, .ne = {RP_ROWS, 1, 1, 1}};
+    sy_tensor ot = {.dtype = SY_DTYPE_F32, .role = SY_ROLE_ACTIVATION, .n_dims = 2,
+                    .ne = {RP_K, RP_ROWS, 1, 1}};
+    sy_tensor_set_contiguous_strides(&it);
+    sy_tensor_set_contiguous_strides(&ot);
+    void *ib = NULL, *ob = NULL;
+    cr_assert_eq(c->d->buffer_alloc(c->state, 0, sizeof ids, &ib), SY_OK);
+    cr_assert_eq(c->d->buffer_alloc(c->state, 0, sy_tensor_nbytes(&ot), &ob), SY_OK);
+    cr_assert_eq(c->d->copy_in(c->state, 0, ib, 0, ids, sizeof ids), SY_OK);
+    it.buffer = ib;
+    it.data = c->d->buffer_host_ptr(c->state, 0, ib);
+    ot.buffer = ob;
+    ot.data = c->d->buffer_host_ptr(c->state, 0, ob);
+    sy_node n = {.op = SY_OP_GET_ROWS, .n_inputs = 2, .inputs = {&c->w, &it}, .output = &ot};
+    snprintf(n.name, sizeof n.name, "rows");
+    sy_node *nodes[1] = {&n};
+    cr_assert_eq(c->d->execute(c->state, 0, nodes, 1), SY_OK, "get_rows: %s", c->h.log);
+    cr_assert_eq(c->d->copy_out(c->state, 0, ob, 0, out, sy_tensor_nbytes(&ot)), SY_OK);
+    c->d->buffer_free(c->state, 0, ib);
+    c->d->buffer_free(c->state, 0, ob);
+}
+
+/* True when the page holding |p| is mapped in this process (bit 63 of its
+ * /proc/self/pagemap entry). */
+static bool rp_page_mapped(const void *p)
+{
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    FILE *f = fopen("/proc/self/pagemap", "rb");
+    cr_assert_not_null(f);
+    uint64_t e = 0;
+    cr_assert_eq(fseeko(f, (off_t)((uintptr_t)p / page * sizeof e), SEEK_SET), 0);
+    cr_assert_eq(fread(&e, sizeof e, 1, f), 1u);
+    fclose(f);
+    return (e >> 63) & 1u;
+}
+
+/* A weight in a read-only private mapping of a file, as the runtime maps a
+ * GGUF: once packed, its whole pages leave the mapping (the process keeps
+ * one copy of the weight, not two), the results stay those of the weight
+ * as stored, and the mapping still reads as the file.  One that was
+ * written keeps its pages. */
+Test(cpu_module, a_packed_weight_gives_its_file_pages_back)
+{
+    void *so = open_module();
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    static uint8_t wmem[RP_N * RP_K / 32 * 18];
+    rp_fill(wmem, 3);
+    cr_assert_geq(sizeof wmem, 2 * page);
+    char path[] = "/tmp/sy-repack-XXXXXX";
+    const int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    unlink(path);
+    cr_assert_eq(write(fd, wmem, sizeof wmem), (ssize_t)sizeof wmem);
+    uint8_t *map = mmap(NULL, sizeof wmem, PROT_READ, MAP_PRIVATE, fd, 0);
+    cr_assert_neq(map, MAP_FAILED);
+    float want[RP_N], got[RP_N], want_rows[RP_K * RP_ROWS], got_rows[RP_K * RP_ROWS];
+    repack_case c;
+    rp_open(&c, so, "0", map, 1);
+    rp_run(&c, want);
+    rp_get_rows(&c, want_rows);
+    rp_close(&c);
+    cr_assert(rp_page_mapped(map) && rp_page_mapped(map + page), "the matmul read the mapping");
+
+    /* A second plugin instance (a second session) packs the weight again
+     * from the pages the first one released and read back. */
+    for (int instance = 0; instance < 2; instance++) {
+        rp_open(&c, so, "1", map, 1);
+        sy_device_desc desc = {.struct_size = sizeof desc};
+        cr_assert_eq(c.d->describe(c.state, 0, &desc), SY_OK);
+        const bool packs = strstr(desc.driver, "(avx512 kernels") != NULL;
+        for (int run = 0; run < 2; run++) {
+            rp_run(&c, got);
+            for (int i = 0; i < RP_N; i++)
+                cr_assert_float_eq(got[i], want[i], 1e-5f * (fabsf(want[i]) + 1.0f),
+                                   "run %d y[%d]: %g repacked, %g as stored", run, i, got[i], want[i]);
+            for (size_t p = 0; p + page <= sizeof wmem; p += page)
+                cr_assert_eq(rp_page_mapped(map + p), !packs,
+                             "%s, instance %d run %d: page %zu is %s", desc.driver, instance, run,
+                             p / page, packs ? "still mapped" : "no longer mapped");
+        }
+        /* Rows of a packed table come from the copy: the same values, and
+         * the released pages stay released. */
+        rp_get_rows(&c, got_rows);
+        cr_assert_eq(memcmp(got_rows, want_rows, sizeof got_rows), 0, "get_rows differs when packed");
+        for (size_t p = 0; p + page <= sizeof wmem; p += page)
+            cr_assert_eq(rp_page_mapped(map + p), !packs, "after get_rows, page %zu is %s", p / page,
+                         packs ? "mapped again" : "no longer mapped");
+        rp_close(&c);
+        cr_assert_eq(memcmp(map, wmem, sizeof wmem), 0, "the mapping reads as the file");
+    }
+    munmap(map, sizeof wmem);
+
+    /* A private mapping written before it was made read-only holds its
+     * writes in anonymous pages: they stay, and so do the bytes. */
+    uint8_t *wrote = mmap(NULL, sizeof wmem, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    cr_assert_neq(wrote, MAP_FAILED);
+    rp_fill(wrote, 4);
+    cr_assert_eq(mprotect(wrote, sizeof wmem, PROT_READ), 0);
+    rp_open(&c, so, "1", wrote, 1);
+    rp_run(&c, got);
+    rp_close(&c);
+    uint8_t want_bytes[sizeof wmem];
+    rp_fill(want_bytes, 4);
+    cr_assert_eq(memcmp(wrote, want_bytes, sizeof wmem), 0, "packing dropped written pages");
+    munmap(wrote, sizeof wmem);
+    close(fd);
+    unsetenv("SWITCHYARD_CPU_REPACK");
+    unsetenv("SWITCHYARD_THREADS");
+    dlclose(so);
+}
+
+/* kB of |key| ("VmHWM:") in /proc/self/status. */
+static uint64_t rp_status_kb(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    cr_assert_not_null(f);
+    char line[256];
+    uint64_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, strlen(key)) == 0)
+            kb = strtoull(line + strlen(key), NULL, 10);
+    fclose(f);
+    cr_assert_gt(kb, 0u, "%s not in /proc/self/status", key);
+    return kb;
+}
+
+/* Packing a large weight that lies in a file mapping raises the process's
+ * peak by about one copy of it, not two: the file pages under the rows
+ * already copied leave while the rest is packed.  (Packed whole and
+ * released at the end, the 1B model's 35 MiB output table had raised the
+ * first step's peak resident set by 35 MiB.)  The results are those of the
+ * weight as stored, and the mapping still reads as the file. */
+Test(cpu_module, packing_a_large_mapped_weight_holds_it_once)
+{
+    enum { K = 4096, N = 8192 }; /* Q4_0: 18 MiB */
+    const size_t bytes = (size_t)N * (K / 32) * 18;
+    uint8_t *wmem = malloc(bytes);
+    cr_assert_not_null(wmem);
+    for (size_t i = 0; i < bytes; i++)
+        wmem[i] = (uint8_t)((i * 131u) >> 3);
+    for (size_t b = 0; b < bytes / 18; b++) {
+        const uint16_t d = (uint16_t)(0x2000 + (b * 97) % 1024); /* small positive f16 */
+        memcpy(wmem + 18 * b, &d, sizeof d);
+    }
+    char path[] = "/tmp/sy-repack-big-XXXXXX";
+    const int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    unlink(path);
+    cr_assert_eq(write(fd, wmem, bytes), (ssize_t)bytes);
+    uint8_t *map = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    cr_assert_neq(map, MAP_FAILED);
+    /* The page cache holds the file; the process has mapped none of it. */
+    uint64_t sum = 0;
+    for (size_t i = 0; i < bytes; i++)
+        sum += wmem[i];
+    cr_assert_gt(sum, 0u);
+
+    void *so = open_module();
+    setenv("SWITCHYARD_CPU_REPACK", "1", 1);
+    setenv("SWITCHYARD_THREADS", "2", 1);
+    const sy_plugin_desc *d = query_module(so, SY_PLUGIN_ABI_VERSION);
+    direct_host h;
+    direct_host_init(&h);
+    void *state = NULL;
+    cr_assert_eq(d->init(&h.host, &state), SY_OK, "init: %s", h.log);
+    sy_tensor w = {.dtype = SY_DTYPE_Q4_0, .role = SY_ROLE_WEIGHT, .n_dims = 2, .ne = {K, N, 1, 1}};
+    sy_tensor x = {.dtype = SY_DTYPE_F32, .role = SY_ROLE_INPUT, .n_dims = 2, .ne = {K, 1, 1, 1}};
+    sy_tensor y = {.dtype = SY_DTYPE_F32, .role = SY_ROLE_ACTIVATION, .n_dims = 2,
+                   .ne = {N, 1, 1, 1}};
+    sy_tensor_set_contiguous_strides(&w);
+    sy_tensor_set_contiguous_strides(&x);
+    sy_tensor_set_contiguous_strides(&y);
+    cr_assert_eq(sy_tensor_nbytes(&w), bytes);
+    void *wb = NULL, *xb = NULL, *yb = NULL;
+    cr_assert_eq(d->buffer_import_host(state, 0, map, bytes, &wb), SY_OK);
+    cr_assert_eq(d->buffer_alloc(state, 0, sy_tensor_nbytes(&x), &xb), SY_OK);
+    cr_assert_eq(d->buffer_alloc(state, 0, sy_tensor_nbytes(&y), &yb), SY_OK);
+    w.buffer = wb;
+    w.data = map;
+    x.buffer = xb;
+    x.data = d->buffer_host_ptr(state, 0, xb);
+    y.buffer = yb;
+    y.data = d->buffer_host_ptr(state, 0, yb);
+    for (int i = 0; i < K; i++)
+        ((float *)x.data)[i] = (float)((i * 37) % 19) / 9.0f - 1.0f;
+    snprintf(w.name, sizeof w.name, "big");
+    sy_node node = {.op = SY_OP_MATMUL, .n_inputs = 2, .inputs = {&w, &x}, .output = &y};
+    snprintf(node.name, sizeof node.name, "big_matmul");
+    sy_node *nodes[1] = {&node};
+
+    /* Reset the peak to the resident set now (clear_refs 5), then pack. */
+    FILE *cr = fopen("/proc/self/clear_refs", "w");
+    cr_assert_not_null(cr);
+    cr_assert_eq(fputs("5", cr) >= 0, true);
+    cr_assert_eq(fclose(cr), 0);
+    const uint64_t rss0 = rp_status_kb("VmRSS:");
+    cr_assert_eq(d->execute(state, 0, nodes, 1), SY_OK, "execute: %s", h.log);
+    const uint64_t rise = rp_status_kb("VmHWM:") - rss0;
+    sy_device_desc desc = {.struct_size = sizeof desc};
+    cr_assert_eq(d->describe(state, 0, &desc), SY_OK);
+    uint64_t in_use = 0;
+    cr_assert_eq(d->memory_usage(state, 0, false, &in_use, NULL), SY_OK);
+    cr_log_info("%s: peak rose %llu KiB for a %zu KiB weight (plugin memory %llu KiB)", desc.driver,
+                (unsigned long long)rise, bytes / 1024, (unsigned long long)in_use / 1024);
+    cr_assert_leq(rise * 1024, bytes + bytes / 4,
+                  "%s: packing a %zu KiB weight raised the peak by %llu KiB", desc.driver,
+                  bytes / 1024, (unsigned long long)rise);
+
+    /* Against the weight as stored: the plugin without packing, on the
+     * same mapping (read back from the page cache). */
+    float *got = malloc(N * sizeof *got), *want = malloc(N * sizeof *want);
+    cr_assert(got && want);
+    memcpy(got, y.data, N * sizeof *got);
+    d->buffer_free(state, 0, wb);
+    d->buffer_free(state, 0, xb);
+    d->buffer_free(state, 0, yb);
+    d->deinit(state);
+    setenv("SWITCHYARD_CPU_REPACK", "0", 1);
+    cr_assert_eq(d->init(&h.host, &state), SY_OK, "init: %s", h.log);
+    cr_assert_eq(d->buffer_import_host(state, 0, map, bytes, &wb), SY_OK);
+    cr_assert_eq(d->buffer_alloc(state, 0, sy_tensor_nbytes(&x), &xb), SY_OK);
+    cr_assert_eq(d->buffer_alloc(state, 0, sy_tensor_nbytes(&y), &yb), SY_OK);
+    float *xv = d->buffer_host_ptr(state, 0, xb);
+    for (int i = 0; i < K; i++)
+        xv[i] = (float)((i * 37) % 19) / 9.0f - 1.0f;
+    w.buffer = wb;
+    x.buffer = xb;
+    x.data = xv;
+    y.buffer = yb;
+    y.data = d->buffer_host_ptr(state, 0, yb);
+    cr_assert_eq(d->execute(state, 0, nodes, 1), SY_OK, "execute: %s", h.log);
+    memcpy(want, y.data, N * sizeof *want);
+    for (int i = 0; i < N; i++)
+        cr_assert_float_eq(got[i], want[i], 1e-5f * (fabsf(want[i]) + 1.0f),
+                           "y[%d]: %g packed, %g as stored", i, got[i], want[i]);
+    cr_assert_eq(memcmp(map, wmem, bytes), 0, "the mapping reads as the file");
+    d->buffer_free(state, 0, wb);
+    d->buffer_free(state, 0, xb);
+    d->buffer_free(state, 0, yb);
+    d->deinit(state);
+    free(got);
+    free(want);
+    munmap(map, bytes);
+    close(fd);
+    free(wmem);
+    unsetenv("SWITCHYARD_CPU_REPACK");
+    unsetenv("SWITCHYARD_THREADS");
+    dlclose(so);
+}
