@@ -1,7 +1,9 @@
 /* Graph-segment execution: each node runs on its threaded kernel, or on the
  * host's reference kernel when no threaded kernel covers its layout (logged
  * at debug level, never silent).  Consecutive matmuls of one input run as
- * one group (cpu_kernel_matmul_group).  Execution is synchronous, so
+ * one group (cpu_kernel_matmul_group); a residual add, the rms_norm of its
+ * sum and the multiply by the norm's weight, as one pass
+ * (cpu_kernel_norm_chain).  Execution is synchronous, so
  * synchronize() has nothing to wait for. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -150,6 +152,30 @@ static sy_status cpu_prepare_batch(cpu_state *s, sy_node *const *nodes, uint32_t
     return SY_OK;
 }
 
+/* Runs the chain of an ADD, the RMS_NORM of its sum and a MUL of the norm
+ * (cpu_kernel_norm_chain) that starts at nodes[i], the ADD or the MUL
+ * possibly missing, as one kernel.  Returns the number of nodes it ran;
+ * 0 when no chain starts there (the caller runs nodes[i] alone). */
+static uint32_t cpu_run_norm_chain(cpu_state *s, sy_node *const *nodes, uint32_t i, uint32_t n)
+{
+    const sy_node *add = NULL, *mul = NULL;
+    uint32_t j = i;
+    if (nodes[j]->op == SY_OP_ADD)
+        add = nodes[j++];
+    if (j >= n || !nodes[j] || nodes[j]->op != SY_OP_RMS_NORM ||
+        (add && cpu_prepare_node(nodes[j]) != SY_OK))
+        return 0;
+    const sy_node *norm = nodes[j++];
+    if (j < n && nodes[j] && nodes[j]->op == SY_OP_MUL && cpu_prepare_node(nodes[j]) == SY_OK)
+        mul = nodes[j++];
+    const char *why = NULL;
+    if ((add || mul) && cpu_kernel_norm_chain(s, add, norm, mul, &why) == SY_OK)
+        return j - i;
+    if (add && mul && cpu_kernel_norm_chain(s, add, norm, NULL, &why) == SY_OK)
+        return j - 1 - i;
+    return 0;
+}
+
 sy_status cpu_device_execute(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n)
 {
     cpu_state *s = state;
@@ -168,6 +194,13 @@ sy_status cpu_device_execute(void *state, uint32_t dev, sy_node *const *nodes, u
         sy_node *node = nodes[i];
         if (sy_op_is_view(node->op))
             continue;
+        if (node->op == SY_OP_ADD || node->op == SY_OP_RMS_NORM) {
+            const uint32_t ran = cpu_run_norm_chain(s, nodes, i, n);
+            if (ran) {
+                i += ran - 1;
+                continue;
+            }
+        }
         sy_status st;
         const char *why = "unknown";
         uint32_t grouped = 1;

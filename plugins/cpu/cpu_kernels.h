@@ -31,6 +31,13 @@ sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uin
 sy_status cpu_kernel_elementwise(cpu_state *s, const sy_node *node, const char **out_why);
 /* cpu_kernels_rows.c: RMS_NORM, SOFTMAX, ROPE, ARGMAX */
 sy_status cpu_kernel_rms_norm(cpu_state *s, const sy_node *node, const char **out_why);
+/* An ADD whose sum an RMS_NORM normalizes and a MUL of the norm by a
+ * weight row, as one pass per row (|add| or |mul| may be NULL, not both);
+ * every node's output is written, bit for bit as each kernel alone would.
+ * SY_E_UNSUPPORTED, touching nothing, when the nodes do not chain or
+ * their layouts or memory do not allow it. */
+sy_status cpu_kernel_norm_chain(cpu_state *s, const sy_node *add, const sy_node *norm,
+                                const sy_node *mul, const char **out_why);
 sy_status cpu_kernel_softmax(cpu_state *s, const sy_node *node, const char **out_why);
 sy_status cpu_kernel_rope(cpu_state *s, const sy_node *node, const char **out_why);
 sy_status cpu_kernel_argmax(cpu_state *s, const sy_node *node, const char **out_why);

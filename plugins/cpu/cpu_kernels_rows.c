@@ -64,6 +64,113 @@ sy_status cpu_kernel_rms_norm(cpu_state *s, const sy_node *node, const char **ou
     return SY_OK;
 }
 
+/* ------------------------------------------- add + rms_norm + mul chain */
+
+/* The residual add before a norm and the weight multiply after it, with
+ * the norm, in one pass over each row: a decode step has two such chains
+ * per layer, and each node less is one prepare and dispatch less (the
+ * structs they read are cold after the weights stream by).  Every output
+ * is written, and each equals the unfused kernel's bit for bit: per row,
+ * the same add_f32, dot_f32 + scale_f32 and mul_f32 in the same order. */
+typedef struct cpu_norm_chain {
+    const cpu_state *s;
+    const sy_tensor *a, *b; /* the add's operands; NULL: no add */
+    const sy_tensor *x;     /* the norm's input (the add's output) */
+    const sy_tensor *y;     /* the norm's output */
+    const sy_tensor *w;     /* the multiply's weight row; NULL: no multiply */
+    const sy_tensor *z;     /* the multiply's output */
+    float eps;
+} cpu_norm_chain;
+
+static void cpu_norm_chain_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
+{
+    (void)lane;
+    const cpu_norm_chain *c = arg;
+    const cpu_isa_table *isa = c->s->isa;
+    const int64_t n = c->x->ne[0];
+    int64_t lo, hi;
+    cpu_split(cpu_nrows(c->x), ith, nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        float *x = (float *)cpu_row_flat(c->x, r);
+        if (c->a)
+            isa->add_f32(x, (const float *)cpu_row_flat(c->a, r),
+                         (const float *)cpu_row_flat(c->b, r), n);
+        float *y = (float *)cpu_row_flat(c->y, r);
+        const float ss = isa->dot_f32(x, x, n);
+        const double ms = (double)ss / (double)n + (double)c->eps;
+        const float k = ms > 0.0 ? (float)(1.0 / sqrt(ms)) : 0.0f;
+        isa->scale_f32(y, x, k, 0.0f, n);
+        if (c->w)
+            isa->mul_f32((float *)cpu_row_flat(c->z, r), y, (const float *)c->w->data, n);
+    }
+}
+
+/* One past the last byte of f32-row tensor |t|. */
+static const char *cpu_rows_end(const sy_tensor *t)
+{
+    const char *e = (const char *)t->data + t->ne[0] * (int64_t)sizeof(float);
+    for (int d = 1; d < SY_MAX_DIMS; d++)
+        e += (t->ne[d] - 1) * (int64_t)t->nb[d];
+    return e;
+}
+
+/* True when the rows of |p| and |q| are the same rows (same start and
+ * strides: a row-by-row pass may write one while it reads the other) or
+ * share no byte. */
+static bool cpu_rows_apart_or_same(const sy_tensor *p, const sy_tensor *q)
+{
+    if (p->data == q->data)
+        return p->nb[1] == q->nb[1] && p->nb[2] == q->nb[2] && p->nb[3] == q->nb[3];
+    return cpu_rows_end(p) <= (const char *)q->data || cpu_rows_end(q) <= (const char *)p->data;
+}
+
+sy_status cpu_kernel_norm_chain(cpu_state *s, const sy_node *add, const sy_node *norm,
+                                const sy_node *mul, const char **out_why)
+{
+    cpu_norm_chain c = {.s = s, .x = norm->inputs[0], .y = norm->output,
+                        .eps = norm->params.f[0]};
+    *out_why = "not a fusable add, rms_norm and mul chain";
+    if (!cpu_rows_layout_ok(c.x, c.y))
+        return SY_E_UNSUPPORTED;
+    const sy_tensor *t[6];
+    int nt = 0;
+    t[nt++] = c.x;
+    t[nt++] = c.y;
+    if (add) {
+        if (add->op != SY_OP_ADD || add->n_inputs != 2 || add->output != c.x ||
+            !cpu_rows_layout_ok(add->inputs[0], c.x) || !cpu_rows_layout_ok(add->inputs[1], c.x))
+            return SY_E_UNSUPPORTED;
+        c.a = add->inputs[0];
+        c.b = add->inputs[1];
+        t[nt++] = c.a;
+        t[nt++] = c.b;
+    }
+    if (mul) {
+        const sy_tensor *w = mul->n_inputs == 2 ? mul->inputs[1] : NULL;
+        if (mul->op != SY_OP_MUL || mul->inputs[0] != c.y || !w || !cpu_rows_layout_ok(c.y, mul->output) ||
+            !cpu_is_f32_rows(w) || w->ne[0] != c.y->ne[0] || w->ne[1] != 1 || w->ne[2] != 1 ||
+            w->ne[3] != 1)
+            return SY_E_UNSUPPORTED;
+        c.w = w;
+        c.z = mul->output;
+        t[nt++] = c.z;
+        /* The weight is read by every row: no output may touch it. */
+        for (int k = 0; k < nt; k++)
+            if (t[k]->data == w->data || !cpu_rows_apart_or_same(t[k], w))
+                return SY_E_UNSUPPORTED;
+    }
+    if (!add && !mul)
+        return SY_E_UNSUPPORTED;
+    /* Rows go one at a time through every step: tensors that share memory
+     * must share it row for row. */
+    for (int i = 0; i < nt; i++)
+        for (int j = i + 1; j < nt; j++)
+            if (!cpu_rows_apart_or_same(t[i], t[j]))
+                return SY_E_UNSUPPORTED;
+    cpu_pool_run(s->pool, cpu_norm_chain_task, &c, cpu_rows_lanes(s, c.x));
+    return SY_OK;
+}
+
 /* ------------------------------------------------------------- softmax */
 
 static void cpu_softmax_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)

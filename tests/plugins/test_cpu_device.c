@@ -205,3 +205,137 @@ Test(cpu_module, logs_and_never_fails_on_a_bad_thread_count)
     d->deinit(state);
     dlclose(so);
 }
+
+/* ------------------------------------------ add -> rms_norm -> mul chains */
+
+enum { CH_E = 200, CH_ROWS_MAX = 96 };
+
+/* Six f32 tensors [CH_E, rows] (the weight [CH_E]) in buffers of their
+ * own, or sharing one (|in_place|: the sum over the add's first operand,
+ * the product over the norm's output, as the memory planner may place
+ * them). */
+typedef struct chain_case {
+    const sy_plugin_desc *d;
+    void *state;
+    direct_host h;
+    void *buf[6];
+    sy_tensor a, b, x, y, w, z;
+    sy_node add, norm, mul;
+} chain_case;
+
+static void ch_tensor(chain_case *c, sy_tensor *t, int64_t rows, int k, sy_tensor *share)
+{
+    *t = (sy_tensor){.dtype = SY_DTYPE_F32, .role = SY_ROLE_ACTIVATION, .n_dims = 2,
+                     .ne = {CH_E, rows, 1, 1}};
+    sy_tensor_set_contiguous_strides(t);
+    if (share) {
+        t->buffer = share->buffer;
+        t->data = share->data;
+        return;
+    }
+    cr_assert_eq(c->d->buffer_alloc(c->state, 0, sy_tensor_nbytes(t), &c->buf[k]), SY_OK);
+    t->buffer = c->buf[k];
+    t->data = c->d->buffer_host_ptr(c->state, 0, c->buf[k]);
+    memset(t->data, 0, sy_tensor_nbytes(t)); /* outputs a case leaves unwritten compare equal */
+}
+
+static void ch_open(chain_case *c, void *so, int64_t rows, bool in_place)
+{
+    memset(c, 0, sizeof *c);
+    c->d = query_module(so, SY_PLUGIN_ABI_VERSION);
+    direct_host_init(&c->h);
+    cr_assert_eq(c->d->init(&c->h.host, &c->state), SY_OK, "init: %s", c->h.log);
+    ch_tensor(c, &c->a, rows, 0, NULL);
+    ch_tensor(c, &c->b, rows, 1, NULL);
+    ch_tensor(c, &c->x, rows, 2, in_place ? &c->a : NULL);
+    ch_tensor(c, &c->y, rows, 3, NULL);
+    ch_tensor(c, &c->w, 1, 4, NULL);
+    ch_tensor(c, &c->z, rows, 5, in_place ? &c->y : NULL);
+    c->w.role = SY_ROLE_WEIGHT;
+    float *a = c->a.data, *b = c->b.data, *w = c->w.data;
+    for (int64_t i = 0; i < CH_E * rows; i++) {
+        a[i] = sinf(0.37f * (float)i) * 3.0f;
+        b[i] = cosf(0.11f * (float)i) - 0.25f;
+    }
+    for (int i = 0; i < CH_E; i++)
+        w[i] = 0.5f + (float)(i % 7) / 8.0f;
+    c->add = (sy_node){.op = SY_OP_ADD, .n_inputs = 2, .inputs = {&c->a, &c->b}, .output = &c->x};
+    c->norm = (sy_node){.op = SY_OP_RMS_NORM, .n_inputs = 1, .inputs = {&c->x}, .output = &c->y};
+    c->norm.params.f[0] = 1e-5f;
+    c->mul = (sy_node){.op = SY_OP_MUL, .n_inputs = 2, .inputs = {&c->y, &c->w}, .output = &c->z};
+}
+
+static void ch_close(chain_case *c)
+{
+    for (int k = 0; k < 6; k++)
+        if (c->buf[k])
+            c->d->buffer_free(c->state, 0, c->buf[k]);
+    c->d->deinit(c->state);
+}
+
+/* Runs |nodes| in one execute call, or one call per node (|one_by_one|:
+ * nothing to fuse), and copies out the sum, the norm and the product. */
+static void ch_run(chain_case *c, sy_node **nodes, uint32_t n, bool one_by_one, float *out)
+{
+    if (one_by_one) {
+        for (uint32_t i = 0; i < n; i++)
+            cr_assert_eq(c->d->execute(c->state, 0, nodes + i, 1), SY_OK, "%s", c->h.log);
+    } else {
+        cr_assert_eq(c->d->execute(c->state, 0, nodes, n), SY_OK, "%s", c->h.log);
+    }
+    const size_t bytes = sy_tensor_nbytes(&c->x);
+    memcpy(out, c->x.data, bytes);
+    memcpy(out + bytes / sizeof *out, c->y.data, bytes);
+    memcpy(out + 2 * (bytes / sizeof *out), c->z.data, bytes);
+}
+
+/* A residual add, the rms_norm of its sum and the multiply by the norm's
+ * weight, run in one execute call (where the plugin runs them as one
+ * pass), give every output bit for bit as the three kernels one call at a
+ * time do: one row (decode) and many (prefill, several lanes), in separate
+ * buffers and in place, with the add or the multiply left out, and with a
+ * multiply that reads something else than the norm. */
+Test(cpu_module, an_add_norm_multiply_chain_equals_its_nodes_run_one_by_one)
+{
+    void *so = open_module();
+    static float want[3 * CH_E * CH_ROWS_MAX], got[3 * CH_E * CH_ROWS_MAX];
+    const int64_t rows[] = {1, CH_ROWS_MAX};
+    for (int t = 0; t < 2; t++) {
+        setenv("SWITCHYARD_THREADS", t ? "2" : "1", 1);
+        for (int r = 0; r < 2; r++) {
+            for (int in_place = 0; in_place < 2; in_place++) {
+                for (int shape = 0; shape < 4; shape++) {
+                    chain_case c;
+                    ch_open(&c, so, rows[r], in_place);
+                    sy_node *all[3] = {&c.add, &c.norm, &c.mul};
+                    sy_node **nodes = all;
+                    uint32_t n = 3;
+                    if (shape == 1) /* no add: the norm reads a */
+                        c.norm.inputs[0] = &c.a, nodes = all + 1, n = 2;
+                    if (shape == 2) /* no multiply */
+                        n = 2;
+                    if (shape == 3) /* the multiply reads the sum, not the norm */
+                        c.mul.inputs[0] = &c.x;
+                    const size_t len = 3 * (size_t)CH_E * (size_t)rows[r];
+                    /* The inputs are overwritten in place: fresh for each run. */
+                    ch_run(&c, nodes, n, true, want);
+                    ch_close(&c);
+                    ch_open(&c, so, rows[r], in_place);
+                    if (shape == 1)
+                        c.norm.inputs[0] = &c.a;
+                    if (shape == 3)
+                        c.mul.inputs[0] = &c.x;
+                    ch_run(&c, nodes, n, false, got);
+                    ch_close(&c);
+                    for (size_t i = 0; i < len; i++)
+                        cr_assert(memcmp(&got[i], &want[i], sizeof got[i]) == 0,
+                                  "threads %d rows %lld in place %d shape %d: output %zu is %.9g "
+                                  "in one call, %.9g one by one",
+                                  t + 1, (long long)rows[r], in_place, shape, i, got[i], want[i]);
+                }
+            }
+        }
+    }
+    unsetenv("SWITCHYARD_THREADS");
+    dlclose(so);
+}
