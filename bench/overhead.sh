@@ -20,7 +20,8 @@
 #   libc      malloc/free, printf (node names), qsort, memcpy outside kernels
 #   os        the kernel: interrupts, page faults, scheduling
 #   other     the CLI, the dynamic linker, hwloc
-#   repack    any sample under cpu_weight_packed or cpu_repack_task: the
+#   repack    any sample under cpu_weight_packed or cpu_repack_task, or in
+#             madvise called from the plugin (its file-page release): the
 #             CPU plugin's one-time copy of Q4_0/Q4_1 weights into its
 #             packed layout, made during the first (warm-up) step; reported
 #             apart and left out of the per-token shares below
@@ -80,6 +81,7 @@ function classify(sym, dso) {
 }
 function flush() {
     if (n_s == 0) return
+    if (madv && in_cpu) repack = 1
     S_pid[n_s] = pid; S_tid[n_s] = tid; S_t[n_s] = t; S_c[n_s] = repack ? "repack" : leaf; S_f[n_s] = leaf_sym
     if (timed) { if (!(tid in first) || t < first[tid]) first[tid] = t; if (t > last[tid]) last[tid] = t }
 }
@@ -88,6 +90,7 @@ function flush() {
     flush()
     n_s++
     split($1, a, "/"); pid = a[1]; tid = a[2]; t = $2 + 0; leaf = ""; timed = 0; repack = 0
+    madv = 0; in_cpu = 0
     next
 }
 {
@@ -96,6 +99,11 @@ function flush() {
     if (leaf == "") { leaf = classify(sym, dso); leaf_sym = sym }
     if (sym == "run_once") timed = 1
     if (sym == "cpu_weight_packed" || sym == "cpu_repack_task") repack = 1
+    # The plugin calls madvise only to release the file pages of a packed
+    # weight; unwinding by frame pointers drops the caller of the frameless
+    # libc wrapper, so cpu_weight_packed is not always in those stacks.
+    if (sym ~ /^_*madvise$/) madv = 1
+    if (dso ~ /sy-cpu\.so/) in_cpu = 1
 }
 END {
     flush()
