@@ -147,9 +147,9 @@ sy_status cpu_kernel_norm_chain(cpu_state *s, const sy_node *add, const sy_node 
     }
     if (mul) {
         const sy_tensor *w = mul->n_inputs == 2 ? mul->inputs[1] : NULL;
-        if (mul->op != SY_OP_MUL || mul->inputs[0] != c.y || !w || !cpu_rows_layout_ok(c.y, mul->output) ||
-            !cpu_is_f32_rows(w) || w->ne[0] != c.y->ne[0] || w->ne[1] != 1 || w->ne[2] != 1 ||
-            w->ne[3] != 1)
+        if (mul->op != SY_OP_MUL || mul->inputs[0] != c.y || !w ||
+            !cpu_rows_layout_ok(c.y, mul->output) || !cpu_is_f32_rows(w) ||
+            w->ne[0] != c.y->ne[0] || w->ne[1] != 1 || w->ne[2] != 1 || w->ne[3] != 1)
             return SY_E_UNSUPPORTED;
         c.w = w;
         c.z = mul->output;
