@@ -35,8 +35,24 @@
 # -s N also lists the N functions outside the kernels with most samples
 # on the main lane.
 #
+# -L VENV measures the peer instead: llama.cpp, as llama-cpp-python in the
+# virtualenv VENV (bench/compare-llamacpp.sh --venv VENV builds it), running
+# the same decode (bench/llamacpp_bench.py -p 0 -n N -r REPS) on the same
+# model and threads.  Its calling thread's samples between its first and
+# last sample in a quantized dot product (ggml_vec_dot_*, ggml_gemv_*)
+# are sorted the same way:
+#   kernels   libggml-cpu's op arithmetic (ggml_vec_*, ggml_compute_forward_*,
+#             quantize_row_*, ggml_gemv_/gemm_*, dequantize_*, fp16
+#             conversions, its unnamed local functions) and libm
+#   pool      libgomp (its parallel regions' barriers and waits)
+#   runtime   the rest of libggml*, libllama
+#   libc, os, other  as above
+#   python    the interpreter running the loop (one ctypes call per token;
+#             llama-bench, in C, has none): listed, and left out of the
+#             outside-kernels share
+#
 # usage: bench/overhead.sh [-m MODEL] [-t THREADS] [-n 128] [-r 3]
-#                          [-F 4999] [-s N] [-B BUILD_DIR]
+#                          [-F 4999] [-s N] [-B BUILD_DIR] [-L VENV]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-prof
@@ -46,6 +62,7 @@ n_gen=128
 reps=3
 freq=4999
 top=0
+venv=
 while [ $# -gt 0 ]; do
     case $1 in
     -m) model=$2; shift 2 ;;
@@ -55,12 +72,70 @@ while [ $# -gt 0 ]; do
     -F) freq=$2; shift 2 ;;
     -s) top=$2; shift 2 ;;
     -B) build=$2; shift 2 ;;
+    -L) venv=$2; shift 2 ;;
     *) echo "overhead.sh: unknown option '$1'" >&2; exit 2 ;;
     esac
 done
 command -v perf > /dev/null || { echo "overhead.sh: perf is not installed" >&2; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+if [ -n "$venv" ]; then
+    [ -x "$venv/bin/python" ] || { echo "overhead.sh: no python in '$venv'" >&2; exit 1; }
+    perf record -q -F "$freq" -o "$out/perf.data" -- \
+        "$venv/bin/python" "$root/bench/llamacpp_bench.py" -m "$model" -t "$threads" -p 0 \
+        -n "$n_gen" -r "$reps" > "$out/bench.json" 2> "$out/bench.err" ||
+        { cat "$out/bench.err" >&2; exit 1; }
+    python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))[0]
+print("llama.cpp tg%d, %d thread(s): %.2f t/s" % (r["n_gen"], r["n_threads"], r["avg_ts"]))' \
+        "$out/bench.json"
+    perf script -i "$out/perf.data" -F pid,tid,time,ip,sym,dso 2> /dev/null |
+        awk -v top="$top" -v freq="$freq" -v tokens=$((n_gen * reps + 1)) '
+function classify(sym, dso) {
+    if (dso ~ /libggml-cpu/ &&
+        sym ~ /^(ggml_vec_|ggml_compute_forward|quantize_row|ggml_gemv|ggml_gemm|dequantize)/)
+        return "kernels"
+    if (dso ~ /libggml-cpu/ && sym ~ /^(ggml_cpu_fp|ggml_v_|\[unknown\])/) return "kernels"
+    if (dso ~ /libm\.so/) return "kernels"
+    if (dso ~ /libgomp/ || sym == "ggml_barrier") return "pool"
+    if (dso ~ /libggml|libllama/) return "runtime"
+    if (dso ~ /libc\.so/) return "libc"
+    if (dso ~ /kernel\.kallsyms/ || dso ~ /vdso/) return "os"
+    if (dso ~ /python|_ctypes|libffi/) return "python"
+    return "other"
+}
+/^[ \t]*[0-9]+\/[0-9]+ / {
+    split($1, a, "/"); sym = $4
+    n_s++; S_main[n_s] = a[1] == a[2]; S_t[n_s] = $2 + 0; S_f[n_s] = sym
+    S_c[n_s] = classify(sym, $NF)
+    if (S_main[n_s] && sym ~ /^(ggml_vec_dot|ggml_gemv)/) {
+        if (lo == "" || S_t[n_s] < lo) lo = S_t[n_s]
+        if (S_t[n_s] > hi) hi = S_t[n_s]
+    }
+}
+END {
+    if (lo == "") { print "overhead.sh: no llama.cpp dot-product samples" > "/dev/stderr"; exit 1 }
+    for (i = 1; i <= n_s; i++) {
+        if (!S_main[i] || S_t[i] < lo || S_t[i] > hi) continue
+        n++; c[S_c[i]]++
+        if (S_c[i] != "kernels") f[S_c[i] " " S_f[i]]++
+    }
+    split("kernels pool runtime libc os other python", order, " ")
+    line = sprintf("main    %6d samples:", n)
+    for (k = 1; k <= 7; k++) line = line sprintf(" %s %.2f%%", order[k], 100 * c[order[k]] / n)
+    print line
+    printf("outside kernels (main lane, python left out): %.2f%%\n",
+           100 * (n - c["kernels"] - c["python"]) / (n - c["python"]))
+    printf("per token (main lane CPU, python left out): %.3f ms, outside kernels %.3f ms\n",
+           1000 * (n - c["python"]) / freq / tokens,
+           1000 * (n - c["kernels"] - c["python"]) / freq / tokens)
+    if (top > 0) {
+        for (k in f) printf("  %6.2f%%  %s\n", 100 * f[k] / n, k) | "sort -rn | head -n " top
+        close("sort -rn | head -n " top)
+    }
+}'
+    exit
+fi
 perf record -q -F "$freq" --call-graph fp -o "$out/perf.data" -- \
     "$build/tools/switchyard" bench -m "$model" -p 0 -n "$n_gen" -r "$reps" -t "$threads" \
     --devices cpu > "$out/bench.txt" 2> "$out/bench.err" ||
