@@ -65,6 +65,10 @@ cmd_test() {
   tools/fetch-models.sh
   python_env
   export SY_PYTHON=$PWD/.venv/bin/python
+  # One PoCL kernel cache for every suite of both builds: PoCL compiles
+  # each OpenCL program once (a minute or more per suite cold, three times
+  # that under the sanitizers) and the suites after the first reuse it.
+  export POCL_CACHE_DIR=$PWD/build-test/pocl-cache
   local rc=0
   mkdir -p build-test/logs
   run_suite build-test build-test/logs/test.log || rc=1

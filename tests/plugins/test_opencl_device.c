@@ -226,9 +226,11 @@ static void fresh_cache(char *xdg, size_t xdg_size, char *dir, size_t dir_size)
     cr_assert_not_null(mkdtemp(xdg));
     setenv("XDG_CACHE_HOME", xdg, 1);
     /* PoCL keeps its own kernel cache under XDG_CACHE_HOME too: keep that
-     * one shared, so only our programs start cold. */
+     * one shared (the caller's POCL_CACHE_DIR, else the suite's), so only
+     * our programs start cold. */
+    const char *pocl = getenv("POCL_CACHE_DIR");
     const char *shared = getenv("SY_TEST_POCL_CACHE");
-    if (shared && *shared)
+    if ((!pocl || !*pocl) && shared && *shared)
         setenv("POCL_CACHE_DIR", shared, 1);
     snprintf(dir, dir_size, "%s/switchyard/opencl", xdg);
 }
