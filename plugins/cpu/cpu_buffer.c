@@ -16,16 +16,12 @@ sy_status cpu_buffer_alloc(void *state, uint32_t dev, uint64_t size, void **out_
     if (!b)
         return SY_E_NO_MEMORY;
     /* A zero-byte buffer still gets a distinct, valid pointer. */
-    b->ptr = s->host->alloc(s->host->ctx, size ? (size_t)size : 1, CPU_ALIGN);
+    *b = (cpu_buffer){.ptr = s->host->alloc(s->host->ctx, size ? (size_t)size : 1, CPU_ALIGN),
+                      .size = size, .owned = true};
     if (!b->ptr) {
         s->host->free(s->host->ctx, b);
         return SY_E_NO_MEMORY;
     }
-    b->size = size;
-    b->owned = true;
-    b->pack_failed = false;
-    b->packed = NULL;
-    b->packed_chunk = NULL;
     s->mem_in_use += size;
     if (s->mem_in_use > s->mem_peak)
         s->mem_peak = s->mem_in_use;
@@ -43,12 +39,7 @@ sy_status cpu_buffer_import_host(void *state, uint32_t dev, void *ptr, uint64_t 
     cpu_buffer *b = s->host->alloc(s->host->ctx, sizeof *b, 16);
     if (!b)
         return SY_E_NO_MEMORY;
-    b->ptr = ptr;
-    b->size = size;
-    b->owned = false;
-    b->pack_failed = false;
-    b->packed = NULL;
-    b->packed_chunk = NULL;
+    *b = (cpu_buffer){.ptr = ptr, .size = size};
     *out_buffer = b;
     return SY_OK;
 }
@@ -105,6 +96,7 @@ sy_status cpu_buffer_copy_in(void *state, uint32_t dev, void *buffer, uint64_t o
     if (size) {
         memcpy((char *)b->ptr + offset, src, (size_t)size);
         cpu_buffer_drop_packed(state, b);
+        b->pack_written = true;
     }
     return SY_OK;
 }
@@ -131,6 +123,7 @@ sy_status cpu_buffer_copy_device(void *state, uint32_t dst_dev, void *dst, uint6
     if (size) {
         memmove((char *)d->ptr + dst_offset, (const char *)sb->ptr + src_offset, (size_t)size);
         cpu_buffer_drop_packed(state, d);
+        d->pack_written = true;
     }
     return SY_OK;
 }

@@ -21,7 +21,11 @@
  *                        first use where the ISA has packed kernels
  *                        (cpu_repack.c: faster decode; the copy, made on
  *                        the first step, replaces the file's pages of the
- *                        weight in memory); 0: read as the file stores them */
+ *                        weight in memory); 0: read as the file stores them
+ *   SWITCHYARD_CPU_PACK_CACHE  a folder: the packed copies are kept there in
+ *                        a file per model file, and later processes map
+ *                        them instead of packing again (cpu_packcache.c);
+ *                        unset or empty (default): packed in memory */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -238,6 +242,16 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
     if (repack && *repack && strcmp(repack, "0") != 0 && strcmp(repack, "1") != 0)
         cpu_log(s, SY_LOG_WARN, "SWITCHYARD_CPU_REPACK='%s' is not 0 or 1; repacking stays on",
                 repack);
+
+    const char *pack_dir = getenv("SWITCHYARD_CPU_PACK_CACHE");
+    if (s->repack && pack_dir && *pack_dir) {
+        const size_t n = strlen(pack_dir) + 1;
+        s->pack_dir = host->alloc(host->ctx, n, 1);
+        if (s->pack_dir)
+            memcpy(s->pack_dir, pack_dir, n);
+        else
+            cpu_log(s, SY_LOG_WARN, "no memory for SWITCHYARD_CPU_PACK_CACHE; weights are packed in memory");
+    }
 
     s->gemm_tile_rows = CPU_MATMUL_GEMM_TILE_ROWS;
     long rows;

@@ -176,13 +176,8 @@ static uint32_t cpu_run_norm_chain(cpu_state *s, sy_node *const *nodes, uint32_t
     return 0;
 }
 
-sy_status cpu_device_execute(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n)
+static sy_status cpu_execute_nodes(cpu_state *s, sy_node *const *nodes, uint32_t n)
 {
-    cpu_state *s = state;
-    if (dev != 0 || (!nodes && n))
-        return SY_E_INVALID_ARG;
-    /* Mappings may have changed between calls (cpu_repack.c). */
-    s->file_maps.valid = false;
     uint32_t prepared = 0; /* nodes [0, prepared) are */
     for (uint32_t i = 0; i < n; i++) {
         if (i >= prepared) {
@@ -236,6 +231,21 @@ sy_status cpu_device_execute(void *state, uint32_t dev, sy_node *const *nodes, u
         }
     }
     return SY_OK;
+}
+
+sy_status cpu_device_execute(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n)
+{
+    cpu_state *s = state;
+    if (dev != 0 || (!nodes && n))
+        return SY_E_INVALID_ARG;
+    /* Mappings may have changed between calls (cpu_repack.c). */
+    s->file_maps.valid = false;
+    const sy_status st = cpu_execute_nodes(s, nodes, n);
+    /* Weights packed into the pack cache during the call are synced and
+     * recorded once, here, after it. */
+    if (s->pack_pending)
+        cpu_pack_cache_commit(s);
+    return st;
 }
 
 sy_status cpu_device_synchronize(void *state, uint32_t dev)

@@ -32,8 +32,16 @@ typedef struct cpu_buffer {
     bool pack_failed;      /* no memory for the packed copy: not tried again */
     uint32_t packed_dtype; /* the dtype |packed| was made from */
     void *packed;          /* NULL, or |size| bytes in |packed_chunk| */
-    struct cpu_pack_chunk *packed_chunk;
+    struct cpu_pack_chunk *packed_chunk; /* NULL: |packed| is in the pack cache */
+    bool pack_written;     /* written since it was wrapped: the pack cache is not used */
 } cpu_buffer;
+
+/* A read-only private mapping [lo, hi) of bytes |off|.. of the file
+ * |dev|, |ino| (cpu_repack.c). */
+typedef struct cpu_file_map {
+    uintptr_t lo, hi;
+    uint64_t off, dev, ino;
+} cpu_file_map;
 
 /* Per-lane scratch memory, one cache line of bookkeeping per lane so that
  * lanes never share a line. */
@@ -66,14 +74,21 @@ typedef struct cpu_state {
     bool repack;
     /* The mappings the packed copies are carved from (cpu_repack.c). */
     struct cpu_pack_chunk *pack_chunks;
-    /* The address ranges of read-only private file mappings, read from
-     * /proc/self/maps at the first repack of an execute call and trusted
-     * until the call ends (cpu_repack.c). */
+    /* The read-only private file mappings with no written pages, read
+     * from /proc/self/smaps at the first repack of an execute call and
+     * trusted until the call ends (cpu_repack.c). */
     struct {
-        uintptr_t *lohi; /* n pairs [lo, hi), in address order */
+        struct cpu_file_map *maps; /* n, in address order */
         size_t n, cap;
         bool valid;
     } file_maps;
+    /* The pack cache's folder (SWITCHYARD_CPU_PACK_CACHE), or NULL, and
+     * its open files, one per model file (cpu_packcache.c). */
+    char *pack_dir;
+    struct cpu_pack_file *pack_files;
+    uint8_t *pack_bounce; /* a slice of rows packed before it is written */
+    size_t pack_bounce_size;
+    bool pack_pending; /* copies written that the end of the execute call records */
     /* Weight rows per prefill GEMM tile (SWITCHYARD_CPU_MATMUL_ROWS, a
      * power of two in 4..128; default CPU_MATMUL_GEMM_TILE_ROWS): how
      * often a tile's packed columns are reused from L2 before the next
@@ -138,8 +153,37 @@ const uint8_t *cpu_packed_row_as_stored(const sy_tensor *w, const uint8_t *packe
 /* Frees |b|'s packed copy, if any (the buffer is freed or written). */
 void cpu_buffer_drop_packed(cpu_state *s, cpu_buffer *b);
 /* Unmaps every chunk of packed copies and frees the list of file mappings
- * (the plugin's state is freed). */
+ * and the pack cache (the plugin's state is freed). */
 void cpu_repack_free(cpu_state *s);
+/* The mapping in s->file_maps (read now if not in this execute call) that
+ * holds [lo, hi) whole, or NULL. */
+const cpu_file_map *cpu_file_map_of(cpu_state *s, uintptr_t lo, uintptr_t hi);
+
+/* cpu_packcache.c: the pack cache (SWITCHYARD_CPU_PACK_CACHE) */
+typedef struct cpu_pack_file cpu_pack_file;
+/* The cache's files for the model file of mapping |m| (|at| lies in it),
+ * opened at the first call; NULL where they cannot be used (logged once). */
+cpu_pack_file *cpu_pack_file_for(cpu_state *s, const cpu_file_map *m, uintptr_t at);
+/* The packed copy of the weight at offset |off| of the model file, when
+ * the cache holds it and its bytes match their record; else NULL. */
+const uint8_t *cpu_pack_file_find(cpu_state *s, cpu_pack_file *f, uint64_t off, uint64_t bytes,
+                                  uint64_t row_bytes, uint32_t dtype);
+/* Writes |n| packed bytes at offset |off| of the cache; false when that
+ * failed (logged; the cache is not used again). */
+bool cpu_pack_file_write(cpu_state *s, cpu_pack_file *f, uint64_t off, const uint8_t *src, size_t n);
+/* Adds the record of a weight written whole, |sum| its bytes'
+ * (cpu_pack_sum_add), to be synced and recorded by cpu_pack_cache_commit;
+ * returns the copy, or NULL. */
+const uint8_t *cpu_pack_file_add(cpu_state *s, cpu_pack_file *f, uint64_t off, uint64_t bytes,
+                                 uint64_t row_bytes, uint32_t dtype, const uint64_t sum[2]);
+/* Adds |n| bytes at |p| to the running sum |sum| ({0, 0} to start); every
+ * part but the last must be a multiple of 8 bytes long. */
+void cpu_pack_sum_add(uint64_t sum[2], const uint8_t *p, size_t n);
+/* Syncs the cache files written since the last call and records their
+ * weights (the end of every execute call that wrote one). */
+void cpu_pack_cache_commit(cpu_state *s);
+/* Records what is pending, unmaps and closes every cache file. */
+void cpu_pack_cache_free(cpu_state *s);
 
 /* cpu_buffer.c */
 sy_status cpu_buffer_alloc(void *state, uint32_t dev, uint64_t size, void **out_buffer);

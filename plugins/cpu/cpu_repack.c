@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "cpu_internal.h"
@@ -111,9 +112,20 @@ void cpu_buffer_drop_packed(cpu_state *s, cpu_buffer *b)
     if (!b->packed)
         return;
     cpu_pack_chunk *c = b->packed_chunk;
+    const uintptr_t addr = (uintptr_t)b->packed;
     b->packed = NULL;
     b->packed_chunk = NULL;
     s->mem_in_use -= b->size;
+    if (!c) {
+        /* In the pack cache: its whole pages leave this process (the page
+         * cache keeps them for the next). */
+        const long page = sysconf(_SC_PAGESIZE);
+        const uintptr_t mask = page > 0 ? (uintptr_t)page - 1 : 0;
+        const uintptr_t lo = (addr + mask) & ~mask, hi = (addr + (uintptr_t)b->size) & ~mask;
+        if (page > 0 && hi > lo)
+            madvise((void *)lo, hi - lo, MADV_DONTNEED);
+        return;
+    }
     if (--c->live > 0)
         return;
     for (cpu_pack_chunk **at = &s->pack_chunks; *at; at = &(*at)->next)
@@ -126,39 +138,42 @@ void cpu_buffer_drop_packed(cpu_state *s, cpu_buffer *b)
 
 void cpu_repack_free(cpu_state *s)
 {
+    cpu_pack_cache_free(s);
     while (s->pack_chunks) {
         cpu_pack_chunk *c = s->pack_chunks;
         s->pack_chunks = c->next;
         munmap(c, c->size);
     }
-    if (s->file_maps.lohi)
-        s->host->free(s->host->ctx, s->file_maps.lohi);
+    if (s->file_maps.maps)
+        s->host->free(s->host->ctx, s->file_maps.maps);
     memset(&s->file_maps, 0, sizeof s->file_maps);
 }
 
-/* Appends [lo, hi) to s->file_maps, merged with the last range where
- * they touch; false without memory. */
-static bool cpu_file_maps_add(cpu_state *s, uintptr_t lo, uintptr_t hi)
+/* Appends |m| to s->file_maps, merged with the last mapping where it
+ * continues it in the same file; false without memory. */
+static bool cpu_file_maps_add(cpu_state *s, const cpu_file_map *m)
 {
-    if (s->file_maps.n > 0 && s->file_maps.lohi[2 * s->file_maps.n - 1] == lo) {
-        s->file_maps.lohi[2 * s->file_maps.n - 1] = hi;
-        return true;
+    if (s->file_maps.n > 0) {
+        cpu_file_map *last = &s->file_maps.maps[s->file_maps.n - 1];
+        if (last->hi == m->lo && last->dev == m->dev && last->ino == m->ino &&
+            last->off + (last->hi - last->lo) == m->off) {
+            last->hi = m->hi;
+            return true;
+        }
     }
     if (s->file_maps.n == s->file_maps.cap) {
         const size_t cap = s->file_maps.cap ? 2 * s->file_maps.cap : 64;
-        uintptr_t *p = s->host->alloc(s->host->ctx, 2 * cap * sizeof *p, sizeof *p);
+        cpu_file_map *p = s->host->alloc(s->host->ctx, cap * sizeof *p, sizeof(uint64_t));
         if (!p)
             return false;
         if (s->file_maps.n)
-            memcpy(p, s->file_maps.lohi, 2 * s->file_maps.n * sizeof *p);
-        if (s->file_maps.lohi)
-            s->host->free(s->host->ctx, s->file_maps.lohi);
-        s->file_maps.lohi = p;
+            memcpy(p, s->file_maps.maps, s->file_maps.n * sizeof *p);
+        if (s->file_maps.maps)
+            s->host->free(s->host->ctx, s->file_maps.maps);
+        s->file_maps.maps = p;
         s->file_maps.cap = cap;
     }
-    s->file_maps.lohi[2 * s->file_maps.n] = lo;
-    s->file_maps.lohi[2 * s->file_maps.n + 1] = hi;
-    s->file_maps.n++;
+    s->file_maps.maps[s->file_maps.n++] = *m;
     return true;
 }
 
@@ -179,7 +194,7 @@ static bool cpu_file_maps_load(cpu_state *s)
     char *line = NULL;
     size_t cap = 0;
     bool ok = true, cand = false, clean = false;
-    unsigned long lo = 0, hi = 0;
+    cpu_file_map cur = {0};
     for (;;) {
         const bool more = getline(&line, &cap, f) > 0;
         unsigned long a, b, off, inode, kb;
@@ -190,13 +205,13 @@ static bool cpu_file_maps_load(cpu_state *s)
         if (!more || head) {
             /* The mapping before this one is complete. */
             if (cand && clean)
-                ok = cpu_file_maps_add(s, (uintptr_t)lo, (uintptr_t)hi);
+                ok = cpu_file_maps_add(s, &cur);
             if (!more || !ok)
                 break;
             cand = inode != 0 && perms[1] == '-' && perms[3] == 'p';
             clean = false;
-            lo = a;
-            hi = b;
+            cur = (cpu_file_map){.lo = a, .hi = b, .off = off,
+                                 .dev = makedev(dev_major, dev_minor), .ino = inode};
         } else if (cand && sscanf(line, "Anonymous: %lu kB", &kb) == 1) {
             clean = kb == 0;
         } else if (cand && sscanf(line, "Swap: %lu kB", &kb) == 1 && kb != 0) {
@@ -209,20 +224,20 @@ static bool cpu_file_maps_load(cpu_state *s)
     return ok;
 }
 
-/* True when the pages [lo, hi) lie in one range of s->file_maps. */
-static bool cpu_in_file_mapping(cpu_state *s, uintptr_t lo, uintptr_t hi)
+const cpu_file_map *cpu_file_map_of(cpu_state *s, uintptr_t lo, uintptr_t hi)
 {
     if (!s->file_maps.valid && !cpu_file_maps_load(s))
-        return false;
+        return NULL;
     size_t a = 0, b = s->file_maps.n;
-    while (a < b) { /* the first range that ends after lo */
+    while (a < b) { /* the first mapping that ends after lo */
         const size_t m = a + (b - a) / 2;
-        if (s->file_maps.lohi[2 * m + 1] <= lo)
+        if (s->file_maps.maps[m].hi <= lo)
             a = m + 1;
         else
             b = m;
     }
-    return a < s->file_maps.n && s->file_maps.lohi[2 * a] <= lo && hi <= s->file_maps.lohi[2 * a + 1];
+    const cpu_file_map *m = a < s->file_maps.n ? &s->file_maps.maps[a] : NULL;
+    return m && m->lo <= lo && hi <= m->hi ? m : NULL;
 }
 
 /* Rows are packed in slices of about this many bytes; after each slice
@@ -233,7 +248,7 @@ static bool cpu_in_file_mapping(cpu_state *s, uintptr_t lo, uintptr_t hi)
 #define CPU_PACK_SLICE ((size_t)4 << 20)
 
 /* The whole pages of a weight's file mapping that a pack may release
- * (cpu_in_file_mapping), in the order its rows are copied. */
+ * (cpu_file_map_of), in the order its rows are copied. */
 typedef struct cpu_file_release {
     uintptr_t mask; /* page size - 1 */
     uintptr_t next; /* first page not yet released */
@@ -252,7 +267,7 @@ static cpu_file_release cpu_release_begin(cpu_state *s, const void *p, size_t n)
         return r;
     r.mask = (uintptr_t)page - 1;
     const uintptr_t lo = ((uintptr_t)p + r.mask) & ~r.mask, hi = ((uintptr_t)p + n) & ~r.mask;
-    if (hi <= lo || !cpu_in_file_mapping(s, lo, hi))
+    if (hi <= lo || !cpu_file_map_of(s, lo, hi))
         return r;
 #ifdef MADV_NOHUGEPAGE
     madvise((void *)lo, hi - lo, MADV_NOHUGEPAGE);
@@ -299,6 +314,74 @@ const uint8_t *cpu_packed_row_as_stored(const sy_tensor *w, const uint8_t *packe
     return scratch;
 }
 
+/* Where cpu_pack_rows puts the packed rows: |p| (the whole copy), or the
+ * pack cache file |f| at |off| through s->pack_bounce. */
+typedef struct cpu_pack_sink {
+    uint8_t *p;
+    cpu_pack_file *f;
+    uint64_t off;
+    uint64_t sum[2]; /* of the bytes written to |f| */
+} cpu_pack_sink;
+
+/* Packs |w|'s rows from its buffer into |k| in slices, releasing the file
+ * pages under each slice once it is copied; false when writing to the
+ * cache failed. */
+static bool cpu_pack_rows(cpu_state *s, const sy_tensor *w, const cpu_buffer *b, int64_t slice,
+                          cpu_pack_sink *k)
+{
+    const int64_t rows = w->ne[1] * w->ne[2] * w->ne[3];
+    const size_t row_bytes = (size_t)w->nb[1];
+    cpu_file_release rel = cpu_release_begin(s, b->ptr, (size_t)b->size);
+    for (int64_t r0 = 0; r0 < rows; r0 += slice) {
+        const int64_t n = rows - r0 < slice ? rows - r0 : slice;
+        uint8_t *dst = k->f ? s->pack_bounce : k->p + (size_t)r0 * row_bytes;
+        cpu_repack_ctx c = {.src = (const uint8_t *)b->ptr + (size_t)r0 * row_bytes, .dst = dst,
+                            .rows = n, .nb = w->ne[0] / (int64_t)sy_dtype_block_size(w->dtype),
+                            .row_bytes = row_bytes, .block_bytes = sy_dtype_type_size(w->dtype)};
+        const uint32_t nth = n < (int64_t)s->n_threads ? (uint32_t)n : s->n_threads;
+        cpu_pool_run(s->pool, cpu_repack_task, &c, nth ? nth : 1);
+        if (k->f) {
+            cpu_pack_sum_add(k->sum, dst, (size_t)n * row_bytes);
+            if (!cpu_pack_file_write(s, k->f, k->off + (uint64_t)r0 * row_bytes, dst,
+                                     (size_t)n * row_bytes))
+                return false;
+        }
+        cpu_release_upto(&rel, (uintptr_t)b->ptr + (size_t)(r0 + n) * row_bytes);
+    }
+    return true;
+}
+
+/* The pack cache's file for |b|'s weight and the weight's offset in the
+ * model file, where the cache is on and the weight's pages are a file's
+ * as it stores them; NULL otherwise. */
+static cpu_pack_file *cpu_pack_cache_of(cpu_state *s, const cpu_buffer *b, uint64_t *out_off)
+{
+    const long page = sysconf(_SC_PAGESIZE);
+    if (!s->pack_dir || b->pack_written || page <= 0)
+        return NULL;
+    const uintptr_t mask = (uintptr_t)page - 1, at = (uintptr_t)b->ptr;
+    const cpu_file_map *m = cpu_file_map_of(s, at & ~mask, (at + (uintptr_t)b->size + mask) & ~mask);
+    if (!m)
+        return NULL;
+    *out_off = m->off + (at - m->lo);
+    return cpu_pack_file_for(s, m, at);
+}
+
+/* Sets |p| as |b|'s packed copy of |w| and counts it. */
+static const uint8_t *cpu_pack_set(cpu_state *s, const sy_tensor *w, cpu_buffer *b,
+                                   const uint8_t *p, cpu_pack_chunk *chunk, const char *how)
+{
+    b->packed = (void *)p;
+    b->packed_chunk = chunk;
+    b->packed_dtype = w->dtype;
+    s->mem_in_use += b->size;
+    if (s->mem_in_use > s->mem_peak)
+        s->mem_peak = s->mem_in_use;
+    cpu_log(s, SY_LOG_DEBUG, "%s weight '%s' (%s, %llu bytes) for the %s kernels", how, w->name,
+            sy_dtype_name(w->dtype), (unsigned long long)b->size, s->isa->name);
+    return p;
+}
+
 const uint8_t *cpu_weight_packed(cpu_state *s, const sy_tensor *w)
 {
     const uint8_t *made = cpu_weight_packed_made(s, w);
@@ -309,37 +392,43 @@ const uint8_t *cpu_weight_packed(cpu_state *s, const sy_tensor *w)
         !s->isa->qdot_rows_packed[w->dtype] || !s->isa->qgemm_packed[w->dtype] ||
         !cpu_repack_candidate(w, b) || b->pack_failed || b->packed)
         return NULL;
+    const size_t row_bytes = (size_t)w->nb[1];
+    /* Whole multiples of 8 rows but the last slice: the cache's sum takes
+     * 8 bytes at a time. */
+    int64_t slice = (int64_t)(CPU_PACK_SLICE / (row_bytes ? row_bytes : 1)) & ~(int64_t)7;
+    if (slice < 8)
+        slice = 8;
+    cpu_pack_sink k = {0};
+    k.f = cpu_pack_cache_of(s, b, &k.off);
+    if (k.f) {
+        const uint8_t *hit = cpu_pack_file_find(s, k.f, k.off, b->size, row_bytes, w->dtype);
+        if (hit) {
+            cpu_file_release rel = cpu_release_begin(s, b->ptr, (size_t)b->size);
+            cpu_release_upto(&rel, (uintptr_t)b->ptr + (size_t)b->size);
+            return cpu_pack_set(s, w, b, hit, NULL, "read from the pack cache");
+        }
+        const size_t need = (size_t)slice * row_bytes;
+        if (s->pack_bounce_size < need) {
+            if (s->pack_bounce)
+                s->host->free(s->host->ctx, s->pack_bounce);
+            s->pack_bounce = s->host->alloc(s->host->ctx, need, CPU_ALIGN);
+            s->pack_bounce_size = s->pack_bounce ? need : 0;
+        }
+        if (s->pack_bounce && cpu_pack_rows(s, w, b, slice, &k)) {
+            const uint8_t *p = cpu_pack_file_add(s, k.f, k.off, b->size, row_bytes, w->dtype, k.sum);
+            if (p)
+                return cpu_pack_set(s, w, b, p, NULL, "packed into the pack cache");
+        }
+        k.f = NULL; /* packed in memory instead */
+    }
     cpu_pack_chunk *chunk = NULL;
-    uint8_t *p = cpu_pack_alloc(s, (size_t)b->size, &chunk);
-    if (!p) {
+    k.p = cpu_pack_alloc(s, (size_t)b->size, &chunk);
+    if (!k.p) {
         b->pack_failed = true;
         cpu_log(s, SY_LOG_WARN, "no memory to repack weight '%s' (%llu bytes); it is read as stored",
                 w->name, (unsigned long long)b->size);
         return NULL;
     }
-    const int64_t rows = w->ne[1] * w->ne[2] * w->ne[3];
-    const size_t row_bytes = (size_t)w->nb[1];
-    int64_t slice = (int64_t)(CPU_PACK_SLICE / (row_bytes ? row_bytes : 1));
-    if (slice < 1)
-        slice = 1;
-    cpu_file_release rel = cpu_release_begin(s, b->ptr, (size_t)b->size);
-    for (int64_t r0 = 0; r0 < rows; r0 += slice) {
-        const int64_t n = rows - r0 < slice ? rows - r0 : slice;
-        cpu_repack_ctx c = {.src = (const uint8_t *)b->ptr + (size_t)r0 * row_bytes,
-                            .dst = p + (size_t)r0 * row_bytes, .rows = n,
-                            .nb = w->ne[0] / (int64_t)sy_dtype_block_size(w->dtype),
-                            .row_bytes = row_bytes, .block_bytes = sy_dtype_type_size(w->dtype)};
-        const uint32_t nth = n < (int64_t)s->n_threads ? (uint32_t)n : s->n_threads;
-        cpu_pool_run(s->pool, cpu_repack_task, &c, nth ? nth : 1);
-        cpu_release_upto(&rel, (uintptr_t)b->ptr + (size_t)(r0 + n) * row_bytes);
-    }
-    b->packed = p;
-    b->packed_chunk = chunk;
-    b->packed_dtype = w->dtype;
-    s->mem_in_use += b->size;
-    if (s->mem_in_use > s->mem_peak)
-        s->mem_peak = s->mem_in_use;
-    cpu_log(s, SY_LOG_DEBUG, "repacked weight '%s' (%s, %llu bytes) for the %s kernels", w->name,
-            sy_dtype_name(w->dtype), (unsigned long long)b->size, s->isa->name);
-    return p;
+    cpu_pack_rows(s, w, b, slice, &k);
+    return cpu_pack_set(s, w, b, k.p, chunk, "repacked");
 }
