@@ -250,7 +250,8 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
         if (s->pack_dir)
             memcpy(s->pack_dir, pack_dir, n);
         else
-            cpu_log(s, SY_LOG_WARN, "no memory for SWITCHYARD_CPU_PACK_CACHE; weights are packed in memory");
+            cpu_log(s, SY_LOG_WARN,
+                    "no memory for SWITCHYARD_CPU_PACK_CACHE; weights are packed in memory");
     }
 
     s->gemm_tile_rows = CPU_MATMUL_GEMM_TILE_ROWS;

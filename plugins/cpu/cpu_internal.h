@@ -170,7 +170,8 @@ const uint8_t *cpu_pack_file_find(cpu_state *s, cpu_pack_file *f, uint64_t off, 
                                   uint64_t row_bytes, uint32_t dtype);
 /* Writes |n| packed bytes at offset |off| of the cache; false when that
  * failed (logged; the cache is not used again). */
-bool cpu_pack_file_write(cpu_state *s, cpu_pack_file *f, uint64_t off, const uint8_t *src, size_t n);
+bool cpu_pack_file_write(cpu_state *s, cpu_pack_file *f, uint64_t off, const uint8_t *src,
+                         size_t n);
 /* Adds the record of a weight written whole, |sum| its bytes'
  * (cpu_pack_sum_add), to be synced and recorded by cpu_pack_cache_commit;
  * returns the copy, or NULL. */

@@ -132,16 +132,16 @@ static bool cpu_mapped_path(uintptr_t at, char *out, size_t size)
     while (!found && getline(&line, &cap, f) > 0) {
         unsigned long lo, hi;
         int at_path = 0;
-        if (sscanf(line, "%lx-%lx %*s %*x %*x:%*x %*u%n", &lo, &hi, &at_path) != 2 || at_path == 0 ||
-            at < lo || at >= hi)
+        if (sscanf(line, "%lx-%lx %*s %*x %*x:%*x %*u%n", &lo, &hi, &at_path) != 2 ||
+            at_path == 0 || at < lo || at >= hi)
             continue;
         const char *p = line + at_path;
         while (*p == ' ')
             p++;
         size_t n = strcspn(p, "\n");
         static const char deleted[] = " (deleted)";
-        if (*p != '/' || n >= size ||
-            (n >= sizeof deleted - 1 && strncmp(p + n - (sizeof deleted - 1), deleted, sizeof deleted - 1) == 0))
+        const size_t nd = sizeof deleted - 1;
+        if (*p != '/' || n >= size || (n >= nd && strncmp(p + n - nd, deleted, nd) == 0))
             break;
         memcpy(out, p, n);
         out[n] = '\0';
@@ -232,8 +232,9 @@ cpu_pack_file *cpu_pack_file_for(cpu_state *s, const cpu_file_map *m, uintptr_t 
     const char *why = cpu_mapped_path(at, path, sizeof path) ? cpu_pack_open(s, f, path)
                                                              : "the model file's path is not known";
     if (why) {
-        cpu_log(s, SY_LOG_WARN, "pack cache in '%s' not used for a model file: %s (%s); weights are "
-                "packed in memory", s->pack_dir, why, errno ? strerror(errno) : "no error code");
+        cpu_log(s, SY_LOG_WARN,
+                "pack cache in '%s' not used for a model file: %s (%s); weights are packed in memory",
+                s->pack_dir, why, errno ? strerror(errno) : "no error code");
         return NULL;
     }
     f->usable = true;
@@ -257,7 +258,8 @@ static cpu_pack_record *cpu_pack_list_find(cpu_pack_list *l, const cpu_pack_reco
 const uint8_t *cpu_pack_file_find(cpu_state *s, cpu_pack_file *f, uint64_t off, uint64_t bytes,
                                   uint64_t row_bytes, uint32_t dtype)
 {
-    const cpu_pack_record want = {.off = off, .bytes = bytes, .row_bytes = row_bytes, .dtype = dtype};
+    const cpu_pack_record want = {.off = off, .bytes = bytes, .row_bytes = row_bytes,
+                                  .dtype = dtype};
     cpu_pack_record *r = cpu_pack_list_find(&f->pending, &want);
     if (r)
         return f->map + off; /* written by this process since the last sync */
@@ -268,8 +270,9 @@ const uint8_t *cpu_pack_file_find(cpu_state *s, cpu_pack_file *f, uint64_t off, 
     cpu_pack_sum_add(sum, f->map + off, (size_t)bytes);
     if (sum[0] == r->sum[0] && sum[1] == r->sum[1])
         return f->map + off;
-    cpu_log(s, SY_LOG_WARN, "pack cache %s/%s: the weight at offset %llu does not match its record; "
-            "packing it again", s->pack_dir, f->name, (unsigned long long)off);
+    cpu_log(s, SY_LOG_WARN,
+            "pack cache %s/%s: the weight at offset %llu does not match its record; packing it again",
+            s->pack_dir, f->name, (unsigned long long)off);
     r->bytes = 0; /* matches nothing from now on */
     return NULL;
 }
@@ -283,7 +286,8 @@ static void cpu_pack_fail(cpu_state *s, cpu_pack_file *f, const char *what, int 
     f->pending.n = 0;
 }
 
-bool cpu_pack_file_write(cpu_state *s, cpu_pack_file *f, uint64_t off, const uint8_t *src, size_t n)
+bool cpu_pack_file_write(cpu_state *s, cpu_pack_file *f, uint64_t off, const uint8_t *src,
+                         size_t n)
 {
     if (!f->usable)
         return false;

@@ -23,7 +23,12 @@
  * under the copy are released from that mapping (MADV_DONTNEED: the page
  * cache keeps them, a later read faults them back in) slice by slice as
  * the rows are copied, so the copy replaces the file's pages in the
- * process's memory instead of doubling it, even while it is made. */
+ * process's memory instead of doubling it, even while it is made.
+ *
+ * With a pack cache (SWITCHYARD_CPU_PACK_CACHE, cpu_packcache.c) a weight
+ * that lies in such a mapping is packed through a bounce buffer into the
+ * cache's file for its model file instead, and the copy is that file's
+ * mapped pages; a later process finds it recorded there and packs nothing. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -360,7 +365,8 @@ static cpu_pack_file *cpu_pack_cache_of(cpu_state *s, const cpu_buffer *b, uint6
     if (!s->pack_dir || b->pack_written || page <= 0)
         return NULL;
     const uintptr_t mask = (uintptr_t)page - 1, at = (uintptr_t)b->ptr;
-    const cpu_file_map *m = cpu_file_map_of(s, at & ~mask, (at + (uintptr_t)b->size + mask) & ~mask);
+    const uintptr_t end = (at + (uintptr_t)b->size + mask) & ~mask;
+    const cpu_file_map *m = cpu_file_map_of(s, at & ~mask, end);
     if (!m)
         return NULL;
     *out_off = m->off + (at - m->lo);
@@ -415,7 +421,8 @@ const uint8_t *cpu_weight_packed(cpu_state *s, const sy_tensor *w)
             s->pack_bounce_size = s->pack_bounce ? need : 0;
         }
         if (s->pack_bounce && cpu_pack_rows(s, w, b, slice, &k)) {
-            const uint8_t *p = cpu_pack_file_add(s, k.f, k.off, b->size, row_bytes, w->dtype, k.sum);
+            const uint8_t *p =
+                cpu_pack_file_add(s, k.f, k.off, b->size, row_bytes, w->dtype, k.sum);
             if (p)
                 return cpu_pack_set(s, w, b, p, NULL, "packed into the pack cache");
         }
