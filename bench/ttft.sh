@@ -72,15 +72,11 @@ done
 echo
 echo "| threads | mode | median TTFT ms | median decode t/s | runs |"
 echo "| ---: | --- | ---: | ---: | ---: |"
+median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
 for t in $threads; do
     for mode in memory cache none; do
-        awk -v t="$t" -v m="$mode" '
-            function median(a, n,   i, j, x) {
-                for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j > 0 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
-                return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-            }
-            $1 == t && $2 == m { n++; f[n] = $3; d[n] = $4 }
-            END { if (n) printf "| %s | %s | %.1f | %.2f | %d |\n", t, m, median(f, n), median(d, n), n }' "$results"
+        runs=$(awk -v t="$t" -v m="$mode" '$1 == t && $2 == m' "$results")
+        echo "| $t | $mode | $(echo "$runs" | cut -d' ' -f3 | median) | $(echo "$runs" | cut -d' ' -f4 | median) | $(echo "$runs" | wc -l) |"
     done
 done
 rm -f "$results"

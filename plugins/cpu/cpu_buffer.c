@@ -96,7 +96,6 @@ sy_status cpu_buffer_copy_in(void *state, uint32_t dev, void *buffer, uint64_t o
     if (size) {
         memcpy((char *)b->ptr + offset, src, (size_t)size);
         cpu_buffer_drop_packed(state, b);
-        b->pack_written = true;
     }
     return SY_OK;
 }
@@ -123,7 +122,6 @@ sy_status cpu_buffer_copy_device(void *state, uint32_t dst_dev, void *dst, uint6
     if (size) {
         memmove((char *)d->ptr + dst_offset, (const char *)sb->ptr + src_offset, (size_t)size);
         cpu_buffer_drop_packed(state, d);
-        d->pack_written = true;
     }
     return SY_OK;
 }

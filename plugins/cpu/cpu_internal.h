@@ -33,7 +33,6 @@ typedef struct cpu_buffer {
     uint32_t packed_dtype; /* the dtype |packed| was made from */
     void *packed;          /* NULL, or |size| bytes in |packed_chunk| */
     struct cpu_pack_chunk *packed_chunk; /* NULL: |packed| is in the pack cache */
-    bool pack_written;     /* written since it was wrapped: the pack cache is not used */
 } cpu_buffer;
 
 /* A read-only private mapping [lo, hi) of bytes |off|.. of the file

@@ -358,11 +358,12 @@ static bool cpu_pack_rows(cpu_state *s, const sy_tensor *w, const cpu_buffer *b,
 
 /* The pack cache's file for |b|'s weight and the weight's offset in the
  * model file, where the cache is on and the weight's pages are a file's
- * as it stores them; NULL otherwise. */
+ * as it stores them (a clean mapping in s->file_maps: a write into the
+ * buffer would have left anonymous pages there); NULL otherwise. */
 static cpu_pack_file *cpu_pack_cache_of(cpu_state *s, const cpu_buffer *b, uint64_t *out_off)
 {
     const long page = sysconf(_SC_PAGESIZE);
-    if (!s->pack_dir || b->pack_written || page <= 0)
+    if (!s->pack_dir || page <= 0)
         return NULL;
     const uintptr_t mask = (uintptr_t)page - 1, at = (uintptr_t)b->ptr;
     const uintptr_t end = (at + (uintptr_t)b->size + mask) & ~mask;
