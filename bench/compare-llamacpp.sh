@@ -5,6 +5,7 @@
 #
 # usage: bench/compare-llamacpp.sh MODEL [MODEL...] [-t "1 2"] [-p 512] [-n 128]
 #            [-r REPS] [--rounds N] [-B BUILD_DIR] [-d DEVICES] [--venv DIR]
+#            [--depth "0 512"]
 #
 # llama.cpp is llama-cpp-python from PyPI, built from its source
 # distribution for this CPU (GGML_NATIVE) into a throwaway virtualenv that
@@ -12,9 +13,11 @@
 # reuses it next time (the build takes minutes).  bench/llamacpp_bench.py
 # runs llama-bench's measurement through its C bindings: ppN decodes N
 # random tokens as one batch, tgN decodes N single tokens, after one
-# warm-up, REPS times from an empty KV cache.  switchyard runs
-# `switchyard bench` with the same N, REPS and thread count, on
-# --devices cpu (-d changes it) so both use the same cores and nothing else.
+# warm-up, REPS times from an empty KV cache, or from one filled with D
+# random tokens (untimed) at each depth D of --depth ("tg128 @ d512", as
+# llama-bench's -d).  switchyard runs `switchyard bench` with the same N,
+# REPS, depths and thread count, on --devices cpu (-d changes it) so both
+# use the same cores and nothing else.
 #
 # Every round runs both tools once per model and thread count, alternating
 # which goes first; the table gives the median over rounds of each tool's
@@ -31,6 +34,7 @@ n_gen=128
 reps=3
 rounds=3
 devices=cpu
+depths=0
 venv=${LLAMACPP_VENV:-}
 while [ $# -gt 0 ]; do
     case $1 in
@@ -43,7 +47,8 @@ while [ $# -gt 0 ]; do
     -B) build=$2; shift 2 ;;
     -d) devices=$2; shift 2 ;;
     --venv) venv=$2; shift 2 ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    --depth) depths=${2// /,}; shift 2 ;;
+    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
     -*) echo "compare-llamacpp.sh: unknown option '$1'" >&2; exit 2 ;;
     *) models+=("$1"); shift ;;
     esac
@@ -103,10 +108,11 @@ lb --system-info -m x -t 1 >&2
 
 # ---------------------------------------------------------------- rounds
 run_llama() { # model threads file
-    lb -m "$1" -t "$2" -p "$n_prompt" -n "$n_gen" -r "$reps" >"$3"
+    lb -m "$1" -t "$2" -p "$n_prompt" -n "$n_gen" -r "$reps" -d "$depths" >"$3"
 }
 run_sy() {
-    "$sy" bench -m "$1" -t "$2" -p "$n_prompt" -n "$n_gen" -r "$reps" --devices "$devices" -o json >"$3"
+    "$sy" bench -m "$1" -t "$2" -p "$n_prompt" -n "$n_gen" -r "$reps" -d "$depths" \
+        --devices "$devices" -o json >"$3"
 }
 for ((round = 0; round < rounds; round++)); do
     for mi in "${!models[@]}"; do
@@ -128,8 +134,12 @@ done
 python3 - "$out" "$rounds" "$threads" "${models[@]}" <<'PY'
 import json, os, statistics, sys
 out, rounds, threads, models = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(), sys.argv[4:]
-def test_name(n_prompt, n_gen):
-    return "pp%d" % n_prompt if n_prompt else "tg%d" % n_gen
+def test_name(n_prompt, n_gen, n_depth):
+    name = "pp%d" % n_prompt if n_prompt else "tg%d" % n_gen
+    return name + (" @ d%d" % n_depth if n_depth else "")
+def order(test):  # by depth, pp before tg
+    depth = int(test.split(" @ d")[1]) if " @ d" in test else 0
+    return (depth, test[:2] != "pp", test)
 print("| model | threads | test | llama.cpp t/s | switchyard t/s | ratio |")
 print("| --- | ---: | ---: | ---: | ---: | ---: |")
 for mi, m in enumerate(models):
@@ -138,10 +148,11 @@ for mi, m in enumerate(models):
         for r in range(rounds):
             base = os.path.join(out, "r%d-m%d-t%s" % (r, mi, t))
             for e in json.load(open(base + ".llama.json")):
-                llama.setdefault(test_name(e["n_prompt"], e["n_gen"]), []).append(e["avg_ts"])
+                llama.setdefault(test_name(e["n_prompt"], e["n_gen"], e.get("n_depth", 0)),
+                                 []).append(e["avg_ts"])
             for e in json.load(open(base + ".sy.json")):
                 sy.setdefault(e["test"], []).append(e["avg_ts"])
-        for test in sorted(set(llama) | set(sy), key=lambda s: (s[:2] != "pp", s)):
+        for test in sorted(set(llama) | set(sy), key=order):
             a = statistics.median(llama[test]) if test in llama else float("nan")
             b = statistics.median(sy[test]) if test in sy else float("nan")
             print("| %s | %s | %s | %.2f | %.2f | %.2fx |" % (os.path.basename(m), t, test, a, b, b / a))

@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """llama-bench's pp/tg measurement through llama-cpp-python's C bindings.
 
-usage: llamacpp_bench.py -m MODEL -t THREADS [-p 512] [-n 128] [-r 3] [--seed S]
+usage: llamacpp_bench.py -m MODEL -t THREADS [-p 512] [-n 128] [-r 3] [-d 0[,D...]]
+                         [--seed S]
 
 Runs the tests llama-bench runs, on one model at one thread count, and
 prints a JSON list in llama-bench's shape (n_prompt, n_gen, avg_ts,
 stddev_ts, samples_ts) for bench/compare-llamacpp.sh:
   ppN  N random tokens decoded as one batch (ubatch 512, as llama-bench),
        logits for the last token only;
-  tgN  N single-token decode steps, each on a fresh random token.
+  tgN  N single-token decode steps, each on a fresh random token;
+at each depth D of -d (llama-bench's -d): every run first fills the
+context with D random tokens in batches, untimed ("tg128 @ d512").
 Each test runs once untimed (warm-up: the whole prompt for pp, one token
 for tg), then REPS times from an empty KV cache.  Everything goes through
 the low-level bindings (llama_decode on llama_batch_get_one), so the
@@ -56,6 +59,7 @@ def main():
     ap.add_argument("-p", type=int, default=512)
     ap.add_argument("-n", type=int, default=128)
     ap.add_argument("-r", type=int, default=3)
+    ap.add_argument("-d", default="0", help="comma list of depths")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--system-info", action="store_true",
                     help="print llama.cpp's build/CPU feature line and exit")
@@ -77,10 +81,14 @@ def main():
     vocab = L.llama_model_get_vocab(model)
     n_vocab = L.llama_vocab_n_tokens(vocab)
 
+    depths = [int(d) for d in a.d.split(",")]
+    if min(depths) < 0:
+        raise SystemExit("llamacpp_bench.py: -d takes depths >= 0")
+    fill = min(max(depths), 512)  # tokens per decode call filling the depth
     cp = L.llama_context_default_params()
-    cp.n_ctx = a.p + a.n
-    cp.n_batch = max(a.p, 1)
-    cp.n_ubatch = min(max(a.p, 1), 512)
+    cp.n_ctx = max(depths) + a.p + a.n
+    cp.n_batch = max(a.p, fill, 1)
+    cp.n_ubatch = min(cp.n_batch, 512)
     cp.n_threads = a.t
     cp.n_threads_batch = a.t
     ctx = first_attr("llama_init_from_model", "llama_new_context_with_model")(model, cp)
@@ -90,12 +98,14 @@ def main():
     rng = random.Random(a.seed)
     rand = lambda n: [rng.randrange(n_vocab) for _ in range(n)]  # noqa: E731
     results = []
-    for n_prompt, n_gen in ((a.p, 0), (0, a.n)):
-        if n_prompt == 0 and n_gen == 0:
-            continue
+    tests = [(d, p, g) for d in depths for p, g in ((a.p, 0), (0, a.n)) if p or g]
+    for depth, n_prompt, n_gen in tests:
 
-        def once(n_prompt=n_prompt, n_gen=n_gen):
+        def once(n_prompt=n_prompt, n_gen=n_gen, depth=depth):
             clear_kv(ctx)
+            for i in range(0, depth, fill):
+                decode(ctx, rand(min(fill, depth - i)))
+            L.llama_synchronize(ctx)
             toks = rand(n_prompt)
             t0 = time.perf_counter()
             if n_prompt:
@@ -111,7 +121,7 @@ def main():
             once(0, 1)
         secs = [once() for _ in range(a.r)]
         ts = [(n_prompt or n_gen) / s for s in secs]
-        results.append({"n_prompt": n_prompt, "n_gen": n_gen, "n_threads": a.t,
+        results.append({"n_depth": depth, "n_prompt": n_prompt, "n_gen": n_gen, "n_threads": a.t,
                         "avg_ts": statistics.mean(ts),
                         "stddev_ts": statistics.stdev(ts) if len(ts) > 1 else 0.0,
                         "samples_ts": ts})

@@ -17,8 +17,8 @@
 #     output.weight: the tied head reads it whole);
 #   KV: K and V of every layer over the positions attended, averaged over
 #     the test's tokens from an empty cache (tgN: positions 1..N, mean
-#     (N+1)/2), at --kv-bytes per element (default 2: f16, bench's default),
-#     plus the one position written.
+#     (N+1)/2; at depth D, "tgN @ dD": D more), at --kv-bytes per element
+#     (default 2: f16, bench's default), plus the one position written.
 # Activations, norms' inputs and logits are left out (under 0.1% here).
 set -eu
 bench=""; probe=""; models="models"; kvb=2
@@ -98,7 +98,7 @@ def nbytes(dims, t):
     blk, b = TYPES[t]
     return n // blk * b
 
-def bytes_per_token(path, n_gen):
+def bytes_per_token(path, n_gen, depth):
     meta, tensors = gguf(path)
     arch = meta.get("general.architecture", "llama")
     names = {n for n, _, _ in tensors}
@@ -115,7 +115,7 @@ def bytes_per_token(path, n_gen):
     kv_heads = meta.get(f"{arch}.attention.head_count_kv", heads)
     head_dim = meta.get(f"{arch}.attention.key_length", meta[f"{arch}.embedding_length"] // heads)
     per_pos = 2 * layers * kv_heads * head_dim * kvb  # K and V, one position
-    kv = per_pos * ((n_gen + 1) / 2 + 1)
+    kv = per_pos * (depth + (n_gen + 1) / 2 + 1)
     return w, kv
 
 probe = json.load(open(probe_path))
@@ -124,7 +124,7 @@ rows = json.load(open(bench_path))
 cache = {}
 print(f"probe: {probe_path} ({probe.get('topology', {}).get('cpu_model', '?')}); "
       f"read GB/s " + ", ".join(f"{t}t {v / 1e9:.2f}" for t, v in sorted(bw.items())))
-print(f"{'model':34} {'thr':>3} {'test':>6} {'weights MB':>10} {'KV MB':>6} {'MB/token':>8} "
+print(f"{'model':34} {'thr':>3} {'test':>12} {'weights MB':>10} {'KV MB':>6} {'MB/token':>8} "
       f"{'GB/s':>6} {'ceil t/s':>8} {'t/s':>7} {'best':>7} {'%ceil':>6} {'%best':>6}")
 for r in rows:
     if not r.get("n_gen") or r.get("n_prompt"):
@@ -133,9 +133,10 @@ for r in rows:
     path = model if os.path.isabs(model) else os.path.join(models, model)
     if path not in cache:
         cache[path] = {}
-    if r["n_gen"] not in cache[path]:
-        cache[path][r["n_gen"]] = bytes_per_token(path, r["n_gen"])
-    w, kv = cache[path][r["n_gen"]]
+    key = (r["n_gen"], r.get("n_depth", 0))
+    if key not in cache[path]:
+        cache[path][key] = bytes_per_token(path, *key)
+    w, kv = cache[path][key]
     try:
         th = int(r["threads"])
     except ValueError:
@@ -145,7 +146,7 @@ for r in rows:
     per_tok = w + kv
     ceil = g / per_tok
     best = max(r.get("samples_ts") or [r["avg_ts"]])
-    print(f"{model:34} {th:3} {r['test']:>6} {w / 1e6:10.1f} {kv / 1e6:6.2f} {per_tok / 1e6:8.1f} "
+    print(f"{model:34} {th:3} {r['test']:>12} {w / 1e6:10.1f} {kv / 1e6:6.2f} {per_tok / 1e6:8.1f} "
           f"{g / 1e9:6.2f} {ceil:8.2f} {r['avg_ts']:7.2f} {best:7.2f} {100 * r['avg_ts'] / ceil:5.1f}% "
           f"{100 * best / ceil:5.1f}%")
 EOF

@@ -29,7 +29,7 @@ typedef struct bench_list {
 } bench_list;
 
 typedef struct bench_opts {
-    bench_list models, prompts, gens, threads;
+    bench_list models, prompts, gens, threads, depths;
     uint32_t reps;
     uint32_t batch;
     bool warmup;
@@ -48,7 +48,7 @@ typedef struct bench_result {
     sy_model_info info;
     const char *threads;
     char test[32];
-    uint32_t n_prompt, n_gen, reps;
+    uint32_t n_depth, n_prompt, n_gen, reps;
     double ts[BENCH_MAX_REPS]; /* tokens/s per repetition */
     double mean_ts, sd_ts, mean_ms;
     double load_ms;
@@ -62,7 +62,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: switchyard bench [-m MODEL[,MODEL...]] [-p N[,N...]] [-n N[,N...]] [-r REPS]\n"
-            "                        [-t THREADS[,THREADS...]] [-b BATCH] [-o md|json]\n"
+            "                        [-d N[,N...]] [-t THREADS[,THREADS...]] [-b BATCH]\n"
+            "                        [-o md|json]\n"
             "                        [--devices LIST] [--policy P] [--kv-type " SY_CLI_KV_TYPES "]\n"
             "                        [--no-warmup] [--seed S] [--mem DEV=SIZE]... [--fit]\n"
             "                        [--pin PATTERN=DEV]...\n"
@@ -71,8 +72,11 @@ static void usage(FILE *f)
             "REPS repetitions (default 5) after one warm-up run, with the KV cache cleared\n"
             "between repetitions, as llama-bench does.  Defaults: -p 512 -n 128, the default\n"
             "model %s and the CPU plugin's default thread count.  Comma lists sweep every\n"
-            "combination; -p 0 or -n 0 skips that test.  Also reported: model load time,\n"
-            "time to first token (the prompt's evaluation), KV cache size and peak RSS.\n"
+            "combination; -p 0 or -n 0 skips that test.  -d N (--n-depth, default 0): each\n"
+            "repetition first fills the context with N random tokens, untimed, so the test\n"
+            "runs at depth N (\"tg128 @ d4096\", as llama-bench).  Also reported: model\n"
+            "load time, time to first token (the prompt's evaluation), KV cache size and\n"
+            "peak RSS.\n"
             "--devices: comma list the scheduler may use (default: cpu); --policy: latency\n"
             "(default), energy, cpu-only or prefer:DEVICE; --pin PATTERN=DEV (repeatable):\n"
             "nodes whose name or op matches the glob run on DEV (as switchyard plan).\n"
@@ -152,13 +156,40 @@ static void random_tokens(uint64_t *seed, uint32_t n_vocab, int32_t *out, uint32
         out[i] = (int32_t)(bench_rand(seed) % n_vocab);
 }
 
-/* Runs one repetition of a test from an empty context and returns its
- * time in ms, or a negative value on error (printed). */
-static double run_once(sy_session *s, uint64_t *seed, uint32_t n_vocab, uint32_t n_prompt,
-                       uint32_t n_gen, int32_t *tokens)
+/* Adds what the executor did between |a| and |b| to |acc|. */
+static void add_stats(sy_step_stats *acc, const sy_step_stats *a, const sy_step_stats *b)
+{
+    acc->steps += b->steps - a->steps;
+    acc->segments += b->segments - a->segments;
+    acc->switches += b->switches - a->switches;
+    acc->transfers += b->transfers - a->transfers;
+    acc->transfer_bytes += b->transfer_bytes - a->transfer_bytes;
+    acc->planned_bytes += b->planned_bytes - a->planned_bytes;
+    acc->replayed += b->replayed - a->replayed;
+}
+
+/* Runs one repetition of a test from an empty context filled first with
+ * |n_depth| random tokens (untimed) and returns its time in ms, or a
+ * negative value on error (printed).  |acc|, when set, gains the executor's
+ * counts of the timed part. */
+static double run_once(sy_session *s, uint64_t *seed, uint32_t n_vocab, uint32_t n_depth,
+                       uint32_t n_prompt, uint32_t n_gen, int32_t *tokens, sy_step_stats *acc)
 {
     sy_session_reset(s);
     sy_status st = SY_OK;
+    if (n_depth > 0) {
+        random_tokens(seed, n_vocab, tokens, n_depth);
+        st = sy_session_eval(s, tokens, n_depth, false, NULL);
+        if (st != SY_OK) {
+            fprintf(stderr, "switchyard bench: filling the context to depth %u: %s\n", n_depth,
+                    sy_session_last_error(s));
+            return -1.0;
+        }
+    }
+    sy_step_stats before;
+    sy_step_stats_init(&before);
+    if (acc)
+        sy_session_query_step_stats(s, &before);
     double t0 = now_ms();
     if (n_prompt > 0) {
         random_tokens(seed, n_vocab, tokens, n_prompt);
@@ -175,6 +206,12 @@ static double run_once(sy_session *s, uint64_t *seed, uint32_t n_vocab, uint32_t
     if (st != SY_OK) {
         fprintf(stderr, "switchyard bench: %s\n", sy_session_last_error(s));
         return -1.0;
+    }
+    if (acc) {
+        sy_step_stats after;
+        sy_step_stats_init(&after);
+        sy_session_query_step_stats(s, &after);
+        add_stats(acc, &before, &after);
     }
     return ms;
 }
@@ -263,15 +300,16 @@ static void print_md_row(const bench_result *r, const sy_cli_sched *o)
 static void print_json_row(const bench_result *r, const sy_cli_sched *o, bool first)
 {
     printf("%s  {\"model\": \"%s\", \"arch\": \"%s\", \"weight_bytes\": %llu, \"n_params\": %llu, "
-           "\"threads\": %s%s%s, \"test\": \"%s\", \"n_prompt\": %u, \"n_gen\": %u, "
+           "\"threads\": %s%s%s, \"test\": \"%s\", \"n_depth\": %u, \"n_prompt\": %u, "
+           "\"n_gen\": %u, "
            "\"avg_ts\": %.4f, \"stddev_ts\": %.4f, \"avg_ms\": %.4f, \"load_ms\": %.3f, "
            "\"kv_bytes\": %llu, \"peak_rss_bytes\": %llu, \"samples_ts\": [",
            first ? "" : ",\n", base_name(r->model), r->info.arch ? r->info.arch : "",
            (unsigned long long)r->info.weight_bytes, (unsigned long long)r->info.n_params,
            /* a count as a number, "default" as a string: valid JSON either way */
            r->threads[strspn(r->threads, "0123456789")] ? "\"" : "", r->threads,
-           r->threads[strspn(r->threads, "0123456789")] ? "\"" : "", r->test, r->n_prompt,
-           r->n_gen, r->mean_ts, r->sd_ts, r->mean_ms,
+           r->threads[strspn(r->threads, "0123456789")] ? "\"" : "", r->test, r->n_depth,
+           r->n_prompt, r->n_gen, r->mean_ts, r->sd_ts, r->mean_ms,
            r->load_ms, (unsigned long long)r->kv_bytes, (unsigned long long)r->peak_rss);
     for (uint32_t i = 0; i < r->reps; i++)
         printf("%s%.4f", i ? ", " : "", r->ts[i]);
@@ -299,14 +337,17 @@ static void print_json_row(const bench_result *r, const sy_cli_sched *o, bool fi
     fflush(stdout);
 }
 
-/* Runs test (n_prompt, n_gen) — exactly one of them non-zero — on |m|. */
-static int run_test(const bench_opts *o, sy_model *m, bench_result *r, uint32_t n_prompt,
-                    uint32_t n_gen, uint64_t *seed)
+/* Runs test (n_prompt, n_gen) — exactly one of them non-zero — at depth
+ * |n_depth| on |m|. */
+static int run_test(const bench_opts *o, sy_model *m, bench_result *r, uint32_t n_depth,
+                    uint32_t n_prompt, uint32_t n_gen, uint64_t *seed)
 {
     sy_session_options so;
     sy_session_options_init(&so);
-    so.n_ctx = n_prompt + n_gen;
-    so.n_batch = n_prompt ? (n_prompt < o->batch ? n_prompt : o->batch) : 1;
+    so.n_ctx = n_depth + n_prompt + n_gen;
+    /* The batch the prompt, or else the depth's filling, is evaluated in. */
+    const uint32_t batched = n_prompt > n_depth ? n_prompt : n_depth;
+    so.n_batch = batched ? (batched < o->batch ? batched : o->batch) : 1;
     so.kv_type = o->kv_type;
     sy_cli_sched_apply(&o->sched, &so);
     so.fit = o->fit;
@@ -322,46 +363,40 @@ static int run_test(const bench_opts *o, sy_model *m, bench_result *r, uint32_t 
     }
     sy_memory_plan mp;
     sy_memory_plan_init(&mp);
-    if (sy_session_query_memory(s, &mp, NULL) == SY_OK && mp.fitted)
+    const bool planned = sy_session_query_memory(s, &mp, NULL) == SY_OK;
+    if (planned && mp.fitted)
         fprintf(stderr, "switchyard bench: %s\n", mp.note);
-    int32_t *tokens = malloc(sizeof(int32_t) * (n_prompt ? n_prompt : 1));
+    /* Room for the prompt or the depth's tokens, whichever is longer. */
+    int32_t *tokens = malloc(sizeof(int32_t) * (batched ? batched : 1));
     double *ms = malloc(sizeof(double) * o->reps);
     int rc = 1;
     if (!tokens || !ms)
         goto out_free;
+    r->n_depth = n_depth;
     r->n_prompt = n_prompt;
     r->n_gen = n_gen;
     r->reps = o->reps;
-    snprintf(r->test, sizeof r->test, n_prompt ? "pp%u" : "tg%u", n_prompt ? n_prompt : n_gen);
+    int len = snprintf(r->test, sizeof r->test, n_prompt ? "pp%u" : "tg%u",
+                       n_prompt ? n_prompt : n_gen);
+    if (n_depth > 0 && len > 0 && (size_t)len < sizeof r->test)
+        snprintf(r->test + len, sizeof r->test - (size_t)len, " @ d%u", n_depth);
     const uint32_t n_vocab = r->info.n_vocab;
-    if (o->warmup && run_once(s, seed, n_vocab, n_prompt, n_gen ? 1 : 0, tokens) < 0)
+    if (o->warmup &&
+        run_once(s, seed, n_vocab, n_depth, n_prompt, n_gen ? 1 : 0, tokens, NULL) < 0)
         goto out_free;
-    sy_step_stats before, after;
-    sy_step_stats_init(&before);
-    sy_step_stats_init(&after);
-    sy_session_query_step_stats(s, &before);
+    r->steps = (sy_step_stats){.struct_size = sizeof r->steps};
     for (uint32_t i = 0; i < o->reps; i++) {
-        ms[i] = run_once(s, seed, n_vocab, n_prompt, n_gen, tokens);
+        ms[i] = run_once(s, seed, n_vocab, n_depth, n_prompt, n_gen, tokens, &r->steps);
         if (ms[i] < 0)
             goto out_free;
     }
-    sy_session_query_step_stats(s, &after);
-    r->steps = (sy_step_stats){
-        .struct_size = sizeof r->steps,
-        .steps = after.steps - before.steps,
-        .segments = after.segments - before.segments,
-        .switches = after.switches - before.switches,
-        .transfers = after.transfers - before.transfers,
-        .transfer_bytes = after.transfer_bytes - before.transfer_bytes,
-        .planned_bytes = after.planned_bytes - before.planned_bytes,
-        .replayed = after.replayed - before.replayed,
-    };
     summarize(r, ms);
     r->peak_rss = peak_rss_bytes();
     if (!sy_cli_memory_peaks(s, r->peaks, SY_MEMORY_MAX_DEVICES, &r->n_peaks))
         r->n_peaks = 0;
-    sy_metrics mt;
-    r->kv_bytes = sy_session_query_metrics(s, &mt) == SY_OK ? mt.kv_bytes : 0;
+    /* The whole cache, in host memory: the plan's cpu row (the session's
+     * metrics are filled by generate, which bench does not call). */
+    r->kv_bytes = planned && mp.n_devices > 0 ? mp.devices[0].kv_bytes : 0;
     rc = 0;
 out_free:
     free(ms);
@@ -408,19 +443,22 @@ static int bench_model(const bench_opts *o, const char *path, const char *thread
     r->threads = threads ? threads : "default";
     r->load_ms = r->info.load_ms;
     uint64_t seed = o->seed ? o->seed : 0x2545f4914f6cdd1dull;
-    for (uint32_t kind = 0; kind < 2; kind++) {
-        const bench_list *l = kind == 0 ? &o->prompts : &o->gens;
-        for (uint32_t i = 0; i < l->n; i++) {
-            const uint32_t n = (uint32_t)strtoul(l->items[i], NULL, 10);
-            if (n == 0)
-                continue;
-            if (run_test(o, m, r, kind == 0 ? n : 0, kind == 1 ? n : 0, &seed) != 0)
-                goto out_result;
-            if (o->json)
-                print_json_row(r, &o->sched, *first);
-            else
-                print_md_row(r, &o->sched);
-            *first = false;
+    for (uint32_t di = 0; di < o->depths.n; di++) {
+        const uint32_t depth = (uint32_t)strtoul(o->depths.items[di], NULL, 10);
+        for (uint32_t kind = 0; kind < 2; kind++) {
+            const bench_list *l = kind == 0 ? &o->prompts : &o->gens;
+            for (uint32_t i = 0; i < l->n; i++) {
+                const uint32_t n = (uint32_t)strtoul(l->items[i], NULL, 10);
+                if (n == 0)
+                    continue;
+                if (run_test(o, m, r, depth, kind == 0 ? n : 0, kind == 1 ? n : 0, &seed) != 0)
+                    goto out_result;
+                if (o->json)
+                    print_json_row(r, &o->sched, *first);
+                else
+                    print_md_row(r, &o->sched);
+                *first = false;
+            }
         }
     }
     rc = 0;
@@ -440,7 +478,9 @@ int sy_cli_bench(int argc, char **argv)
     bench_opts o = {.reps = 5, .batch = 512, .warmup = true, .kv_type = SY_DTYPE_F16};
     o.models.items[0] = default_model;
     o.models.n = 1;
-    static char p512[] = "512", n128[] = "128";
+    static char p512[] = "512", n128[] = "128", d0[] = "0";
+    o.depths.items[0] = d0;
+    o.depths.n = 1;
     o.prompts.items[0] = p512;
     o.prompts.n = 1;
     o.gens.items[0] = n128;
@@ -472,6 +512,8 @@ int sy_cli_bench(int argc, char **argv)
             ok = parse_list(a, v, &o.prompts) && parse_list_u32(a, &o.prompts, 1u << 20);
         } else if (strcmp(a, "-n") == 0 || strcmp(a, "--n-gen") == 0) {
             ok = parse_list(a, v, &o.gens) && parse_list_u32(a, &o.gens, 1u << 20);
+        } else if (strcmp(a, "-d") == 0 || strcmp(a, "--n-depth") == 0) {
+            ok = parse_list(a, v, &o.depths) && parse_list_u32(a, &o.depths, 1u << 20);
         } else if (strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0) {
             ok = parse_list(a, v, &o.threads) && parse_list_u32(a, &o.threads, 1024);
         } else if (strcmp(a, "-r") == 0 || strcmp(a, "--repetitions") == 0) {

@@ -1,6 +1,6 @@
 /* The scheduler options of `switchyard run`, `bench` and `plan` (--devices,
- * --policy, --pin, --mem), and bench's device switches and transfer bytes
- * per step, on a tiny synth model over the cpu and opaquedev (the test
+ * --policy, --pin, --mem), bench's device switches and transfer bytes
+ * per step and its depth (-d), on a tiny synth model over the cpu and opaquedev (the test
  * plugin without shared memory: every transfer is a real copy). */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -177,5 +177,30 @@ Test(cli, bench_counts_device_switches_and_transfer_bytes_per_step_as_the_plan_l
         cr_assert_eq(json_num(out, tests[k], "planned_transfer_bytes_per_step"), bytes, "%s",
                      out);
     }
+    drop_model(&m);
+}
+
+Test(cli, bench_runs_each_test_at_each_depth_and_counts_only_the_timed_steps)
+{
+    cli_model m;
+    make_model(&m);
+    static char out[65536];
+    int rc = cli("bench", &m, "-p 8 -n 4 -d 0,24 -r 2 -o json", false, out, sizeof out);
+    cr_assert_eq(rc, 0, "%s", out);
+    const char *tests[] = {"pp8", "tg4", "pp8 @ d24", "tg4 @ d24"};
+    const double depth[] = {0, 0, 24, 24}, steps[] = {2, 8, 2, 8}, tokens[] = {8, 4, 8, 4};
+    for (int k = 0; k < 4; k++) {
+        cr_assert_eq(json_num(out, tests[k], "n_depth"), depth[k], "%s", out);
+        /* The depth's filling runs before the clock starts, and its steps
+         * are not the test's. */
+        cr_assert_eq(json_num(out, tests[k], "steps"), steps[k], "%s", out);
+        cr_assert_gt(json_num(out, tests[k], "avg_ts"), 0.0, "%s", out);
+        /* The cache holds the depth and the test's tokens. */
+        const double kv = json_num(out, tests[k], "kv_bytes");
+        const double kv0 = json_num(out, tests[k % 2], "kv_bytes");
+        cr_assert_gt(kv0, 0.0, "%s", out);
+        cr_assert_eq(kv * tokens[k], kv0 * (depth[k] + tokens[k]), "%s", out);
+    }
+    refused("bench", &m, "-d x", 2, "-d needs an integer in [0, 1048576], got 'x'");
     drop_model(&m);
 }
