@@ -414,22 +414,28 @@ static void cpu_matmul_use_packed(cpu_state *s, cpu_matmul_ctx *c)
         c->qgemm = s->isa->qgemm_packed[c->w->dtype];
 }
 
-/* Prepares the columns of x for |c|: Q8 columns or panels, or F32 ones. */
-static sy_status cpu_matmul_prepare(cpu_state *s, const sy_tensor *x, cpu_matmul_ctx *c)
+/* Reserves the lane scratch the tiles of |c| use (cpu_matmul_tile). */
+static sy_status cpu_matmul_scratch(cpu_state *s, const cpu_matmul_ctx *c)
 {
     if (c->dequant) {
         sy_status st = cpu_scratch_reserve(s, (size_t)c->k * sizeof(float));
         if (st != SY_OK)
             return st;
     }
+    /* A packed row put back in the file's layout. */
+    if (!c->qgemm && c->w_packed && c->m_cols > 1)
+        return cpu_scratch_reserve(s, (size_t)c->w->nb[1]);
+    return SY_OK;
+}
+
+/* Prepares the columns of x for |c|: Q8 columns or panels, or F32 ones. */
+static sy_status cpu_matmul_prepare(cpu_state *s, const sy_tensor *x, cpu_matmul_ctx *c)
+{
+    sy_status st = cpu_matmul_scratch(s, c);
+    if (st != SY_OK)
+        return st;
     if (c->qgemm)
         return cpu_matmul_panels(s, x, c);
-    if (c->w_packed && c->m_cols > 1) {
-        /* A packed row put back in the file's layout (cpu_matmul_tile). */
-        sy_status st = cpu_scratch_reserve(s, (size_t)c->w->nb[1]);
-        if (st != SY_OK)
-            return st;
-    }
     return c->qdot ? cpu_matmul_quantize(s, x, c) : cpu_matmul_float_cols(s, x, c);
 }
 
@@ -511,6 +517,13 @@ sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uin
             return SY_E_UNSUPPORTED;
         }
         flops += cpu_matmul_flops(&g.c[i], nodes[i]->inputs[1]);
+    }
+    /* Each member's own scratch (its weight may be packed where the first
+     * member's is not, or have longer rows); the columns are the first's. */
+    for (uint32_t i = 1; i < n; i++) {
+        sy_status st = cpu_matmul_scratch(s, &g.c[i]);
+        if (st != SY_OK)
+            return st;
     }
     const sy_tensor *x = nodes[0]->inputs[1];
     sy_status st = cpu_matmul_prepare(s, x, &g.c[0]);

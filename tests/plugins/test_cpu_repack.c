@@ -537,3 +537,107 @@ Test(cpu_module, the_pack_cache_serves_later_instances_and_survives_damage)
     unsetenv("SWITCHYARD_THREADS");
     dlclose(so);
 }
+
+/* Bytes of one RP_K-wide row of |t| (Q8_0: 34 per block, Q4_1: 20, Q4_0: 18). */
+static size_t rp_row_bytes(sy_dtype t)
+{
+    return RP_K / 32 * (t == SY_DTYPE_Q8_0 ? 34 : t == SY_DTYPE_Q4_1 ? 20 : 18);
+}
+
+/* Runs the matmuls of |dtypes[0]| and |dtypes[1]| weights of one F32 input
+ * of |m| columns, as one execute call (the plugin groups them: the same
+ * input), on a fresh instance; the outputs go to |out0| and |out1|. */
+static void rp_group_run(void *so, const char *repack, const sy_dtype dtypes[2],
+                         uint8_t *const wmem[2], int64_t m, float *out0, float *out1)
+{
+    setenv("SWITCHYARD_CPU_REPACK", repack, 1);
+    setenv("SWITCHYARD_THREADS", "2", 1);
+    const sy_plugin_desc *d = query_module(so, SY_PLUGIN_ABI_VERSION);
+    direct_host h;
+    direct_host_init(&h);
+    void *state = NULL;
+    cr_assert_eq(d->init(&h.host, &state), SY_OK, "init: %s", h.log);
+    sy_tensor w[2], y[2], x = {.dtype = SY_DTYPE_F32, .role = SY_ROLE_INPUT, .n_dims = 2,
+                               .ne = {RP_K, m, 1, 1}};
+    void *wbuf[2], *ybuf[2], *xbuf;
+    sy_node node[2];
+    sy_tensor_set_contiguous_strides(&x);
+    cr_assert_eq(d->buffer_alloc(state, 0, sy_tensor_nbytes(&x), &xbuf), SY_OK);
+    float xv[RP_K * RP_M];
+    for (int i = 0; i < RP_K * m; i++)
+        xv[i] = (float)((i * 37) % 19) / 9.0f - 1.0f;
+    cr_assert_eq(d->copy_in(state, 0, xbuf, 0, xv, sy_tensor_nbytes(&x)), SY_OK);
+    x.buffer = xbuf;
+    x.data = d->buffer_host_ptr(state, 0, xbuf);
+    for (int k = 0; k < 2; k++) {
+        w[k] = (sy_tensor){.dtype = dtypes[k], .role = SY_ROLE_WEIGHT, .n_dims = 2,
+                           .ne = {RP_K, RP_N, 1, 1}};
+        y[k] = (sy_tensor){.dtype = SY_DTYPE_F32, .role = SY_ROLE_ACTIVATION, .n_dims = 2,
+                           .ne = {RP_N, m, 1, 1}};
+        sy_tensor_set_contiguous_strides(&w[k]);
+        sy_tensor_set_contiguous_strides(&y[k]);
+        snprintf(w[k].name, sizeof w[k].name, "w%d", k);
+        cr_assert_eq(d->buffer_import_host(state, 0, wmem[k], sy_tensor_nbytes(&w[k]), &wbuf[k]),
+                     SY_OK);
+        cr_assert_eq(d->buffer_alloc(state, 0, sy_tensor_nbytes(&y[k]), &ybuf[k]), SY_OK);
+        w[k].buffer = wbuf[k];
+        w[k].data = wmem[k];
+        y[k].buffer = ybuf[k];
+        y[k].data = d->buffer_host_ptr(state, 0, ybuf[k]);
+        node[k] = (sy_node){.op = SY_OP_MATMUL, .n_inputs = 2, .inputs = {&w[k], &x},
+                            .output = &y[k]};
+    }
+    sy_node *nodes[2] = {&node[0], &node[1]};
+    cr_assert_eq(d->execute(state, 0, nodes, 2), SY_OK, "execute: %s", h.log);
+    cr_assert_eq(d->copy_out(state, 0, ybuf[0], 0, out0, sy_tensor_nbytes(&y[0])), SY_OK);
+    cr_assert_eq(d->copy_out(state, 0, ybuf[1], 0, out1, sy_tensor_nbytes(&y[1])), SY_OK);
+    for (int k = 0; k < 2; k++) {
+        d->buffer_free(state, 0, wbuf[k]);
+        d->buffer_free(state, 0, ybuf[k]);
+    }
+    d->buffer_free(state, 0, xbuf);
+    d->deinit(state);
+}
+
+/* A matmul group whose members' weights differ in type (legal in GGUF:
+ * e.g. attn_k in Q4_1 beside attn_q in Q4_0): with a few columns each
+ * packed member's rows go back to the file's layout in lane scratch, which
+ * must be reserved for that member, not only for the first (an unpacked
+ * Q8_0 first member left none: a write through NULL; a Q4_0 one, too few
+ * bytes for Q4_1 rows).  Results bit for bit as with repacking off. */
+Test(cpu_module, a_matmul_group_of_mixed_weight_types_runs_as_its_members_alone)
+{
+    void *so = open_module();
+    static uint8_t wa[RP_N * RP_K / 32 * 34] __attribute__((aligned(64)));
+    static uint8_t wb[RP_N * RP_K / 32 * 34] __attribute__((aligned(64)));
+    static const sy_dtype pairs[][2] = {{SY_DTYPE_Q8_0, SY_DTYPE_Q4_1},
+                                        {SY_DTYPE_Q4_0, SY_DTYPE_Q4_1},
+                                        {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0}};
+    for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+        uint8_t *const wmem[2] = {wa, wb};
+        for (int k = 0; k < 2; k++) {
+            const size_t bytes = RP_N * rp_row_bytes(pairs[p][k]);
+            const size_t block = rp_row_bytes(pairs[p][k]) / (RP_K / 32);
+            for (size_t i = 0; i < bytes; i++)
+                wmem[k][i] = (uint8_t)((i * 131u + 7u * (unsigned)k) >> 1);
+            for (size_t b = 0; b < bytes / block; b++) { /* small positive f16 scales */
+                const uint16_t f = (uint16_t)(0x2000 + (b * 97 + (size_t)k) % 1024);
+                memcpy(wmem[k] + b * block, &f, sizeof f);
+                if (pairs[p][k] == SY_DTYPE_Q4_1)
+                    memcpy(wmem[k] + b * block + 2, &f, sizeof f);
+            }
+        }
+        for (int64_t m = 2; m <= 3; m++) { /* the few-column dot path, not the GEMM */
+            float want0[RP_N * RP_M], want1[RP_N * RP_M], got0[RP_N * RP_M], got1[RP_N * RP_M];
+            rp_group_run(so, "0", pairs[p], wmem, m, want0, want1);
+            rp_group_run(so, "1", pairs[p], wmem, m, got0, got1);
+            for (int i = 0; i < RP_N * m; i++) {
+                cr_assert_eq(got0[i], want0[i], "pair %zu m=%lld y0[%d]", p, (long long)m, i);
+                cr_assert_eq(got1[i], want1[i], "pair %zu m=%lld y1[%d]", p, (long long)m, i);
+            }
+        }
+    }
+    unsetenv("SWITCHYARD_CPU_REPACK");
+    unsetenv("SWITCHYARD_THREADS");
+    dlclose(so);
+}
