@@ -460,6 +460,11 @@ static sy_status parse_alignment(gguf_parser *p)
                      "expected a uint32", sy_gguf_type_name(v->type));
     if (a == 0 || (a & (a - 1)) != 0)
         return failf(p, SY_E_FORMAT, "general.alignment %" PRIu32 " is not a power of two", a);
+    /* The spec asks for a multiple of 8; below it, blocks would lie at odd
+     * addresses where the kernels read their fields. */
+    if (a < 8)
+        return failf(p, SY_E_FORMAT,
+                     "general.alignment %" PRIu32 " is not a multiple of 8, as GGUF requires", a);
     g->alignment = a;
     return SY_OK;
 }

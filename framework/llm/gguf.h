@@ -323,7 +323,8 @@ void sy_gguf_writer_destroy(sy_gguf_writer *w);
  * Ownership: owned by |w|, valid until the next call on |w|. */
 const char *sy_gguf_writer_last_error(const sy_gguf_writer *w);
 
-/* Sets the data alignment (a power of two, 1..2^30; default
+/* Sets the data alignment (a power of two, 8..2^30: GGUF asks for a
+ * multiple of 8; default
  * SY_GGUF_DEFAULT_ALIGNMENT).  Once set it is written as the UINT32 key
  * general.alignment, first among the keys.  Returns SY_E_INVALID_ARG for
  * other values. */

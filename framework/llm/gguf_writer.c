@@ -96,8 +96,8 @@ sy_status sy_gguf_writer_set_alignment(sy_gguf_writer *w, uint32_t alignment)
     if (!w)
         return SY_E_INVALID_ARG;
     w->last_error[0] = '\0';
-    if (alignment == 0 || alignment > WRITER_MAX_ALIGNMENT || (alignment & (alignment - 1)))
-        return wfail(w, SY_E_INVALID_ARG, "alignment %" PRIu32 " is not a power of two in 1..2^30",
+    if (alignment < 8 || alignment > WRITER_MAX_ALIGNMENT || (alignment & (alignment - 1)))
+        return wfail(w, SY_E_INVALID_ARG, "alignment %" PRIu32 " is not a power of two in 8..2^30",
                      alignment);
     w->alignment = alignment;
     w->alignment_set = true;

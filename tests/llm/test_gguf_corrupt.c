@@ -316,6 +316,19 @@ Test(gguf_corrupt, rejects_a_bad_general_alignment)
         REFUSED(b, SY_E_FORMAT, want);
         free(b.p);
     }
+    /* Powers of two below 8: GGUF asks for a multiple of 8, and blocks
+     * at odd addresses are misaligned for the kernels' reads. */
+    const uint32_t small[] = {1, 2, 4};
+    for (size_t i = 0; i < 3; i++) {
+        bytes b = {0};
+        put_header(&b, 3, 0, 1);
+        put_kv_u32(&b, "general.alignment", small[i]);
+        char want[96];
+        snprintf(want, sizeof want, "general.alignment %u is not a multiple of 8, as GGUF requires",
+                 small[i]);
+        REFUSED(b, SY_E_FORMAT, want);
+        free(b.p);
+    }
     bytes b = {0};
     put_header(&b, 3, 0, 1);
     put_kv_str(&b, "general.alignment", "32");
