@@ -167,6 +167,11 @@ cpu_pack_file *cpu_pack_file_for(cpu_state *s, const cpu_file_map *m, uintptr_t 
  * the cache holds it and its bytes match their record; else NULL. */
 const uint8_t *cpu_pack_file_find(cpu_state *s, cpu_pack_file *f, uint64_t off, uint64_t bytes,
                                   uint64_t row_bytes, uint32_t dtype);
+/* True when the weight at |off| shares model-file bytes with another weight
+ * the cache holds or is writing (their copies would overwrite each other):
+ * such a weight is packed in memory. */
+bool cpu_pack_file_clashes(const cpu_pack_file *f, uint64_t off, uint64_t bytes,
+                           uint64_t row_bytes, uint32_t dtype);
 /* Writes |n| packed bytes at offset |off| of the cache; false when that
  * failed (logged; the cache is not used again). */
 bool cpu_pack_file_write(cpu_state *s, cpu_pack_file *f, uint64_t off, const uint8_t *src,

@@ -24,7 +24,15 @@
  * pack, never a wrong result.  Processes packing the same model at once
  * write the same bytes at the same offsets; a record twice is harmless.
  * Nothing here ever removes a file: deleting the folder is the way to
- * reclaim its space. */
+ * reclaim its space.
+ *
+ * The files are written in place, so each must be a regular file of its
+ * own: a symbolic link or a second hard link at a cache file's name (in a
+ * folder others can write) would have packed weights written into the
+ * file it names, the model itself included; such a cache is not used.  A
+ * weight whose bytes overlap another weight's in the model file (legal
+ * GGUF) is packed in memory: their packed copies would share the .bin's
+ * bytes at those offsets. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -37,6 +45,11 @@
 #include <unistd.h>
 
 #include "cpu_internal.h"
+
+/* Largest .idx read: 2^18 records, far more than a model's weights
+ * written a few times over (a sparse .idx of a terabyte held the first
+ * step for minutes). */
+#define CPU_PACK_IDX_MAX (UINT64_C(1) << 18)
 
 /* The layout (cpu_repack.h) and record format; change it with either. */
 #define CPU_PACK_LAYOUT UINT64_C(0x53595041434b0001) /* "SYPACK" 1 */
@@ -192,10 +205,13 @@ static const char *cpu_pack_open(cpu_state *s, cpu_pack_file *f, const char *pat
     char file[PATH_MAX];
     if (snprintf(file, sizeof file, "%s/%s.bin", s->pack_dir, f->name) >= (int)sizeof file)
         return "its path is too long";
-    f->fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    f->fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     struct stat bin;
     if (f->fd < 0 || fstat(f->fd, &bin) != 0)
-        return "its .bin file cannot be opened for writing";
+        return "its .bin file cannot be opened for writing (a symbolic link is not followed)";
+    if (!S_ISREG(bin.st_mode) || bin.st_nlink != 1 ||
+        (bin.st_dev == st.st_dev && bin.st_ino == st.st_ino))
+        return "its .bin file is not a regular file of its own (a second hard link)";
     if (bin.st_size > st.st_size)
         return "its .bin file is longer than the model file";
     if (bin.st_size < st.st_size && ftruncate(f->fd, st.st_size) != 0)
@@ -206,9 +222,14 @@ static const char *cpu_pack_open(cpu_state *s, cpu_pack_file *f, const char *pat
         return "its .bin file cannot be mapped";
     f->map = map;
     snprintf(file, sizeof file, "%s/%s.idx", s->pack_dir, f->name);
-    f->idx_fd = open(file, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (f->idx_fd < 0)
-        return "its .idx file cannot be opened for writing";
+    f->idx_fd = open(file, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+    struct stat idx;
+    if (f->idx_fd < 0 || fstat(f->idx_fd, &idx) != 0)
+        return "its .idx file cannot be opened for writing (a symbolic link is not followed)";
+    if (!S_ISREG(idx.st_mode) || idx.st_nlink != 1)
+        return "its .idx file is not a regular file of its own (a second hard link)";
+    if ((uint64_t)idx.st_size > CPU_PACK_IDX_MAX * sizeof(cpu_pack_record))
+        return "its .idx file is larger than any model's records (delete the folder)";
     cpu_pack_read_records(s, f);
     return NULL;
 }
@@ -241,6 +262,29 @@ cpu_pack_file *cpu_pack_file_for(cpu_state *s, const cpu_file_map *m, uintptr_t 
     cpu_log(s, SY_LOG_INFO, "pack cache %s/%s for %s: %zu packed weights recorded", s->pack_dir,
             f->name, path, f->recs.n);
     return f;
+}
+
+/* True when a live record of |l| covers bytes of |want|'s range but is not
+ * |want|'s weight. */
+static bool cpu_pack_list_clashes(const cpu_pack_list *l, const cpu_pack_record *want)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        const cpu_pack_record *r = &l->r[i];
+        const bool same = r->off == want->off && r->bytes == want->bytes &&
+                          r->row_bytes == want->row_bytes && r->dtype == want->dtype;
+        if (r->bytes > 0 && !same && r->off < want->off + want->bytes &&
+            want->off < r->off + r->bytes)
+            return true;
+    }
+    return false;
+}
+
+bool cpu_pack_file_clashes(const cpu_pack_file *f, uint64_t off, uint64_t bytes,
+                           uint64_t row_bytes, uint32_t dtype)
+{
+    const cpu_pack_record want = {.off = off, .bytes = bytes, .row_bytes = row_bytes,
+                                  .dtype = dtype};
+    return cpu_pack_list_clashes(&f->pending, &want) || cpu_pack_list_clashes(&f->recs, &want);
 }
 
 /* The record of |want|'s weight in |l|, or NULL. */

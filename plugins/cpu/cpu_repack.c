@@ -414,6 +414,13 @@ const uint8_t *cpu_weight_packed(cpu_state *s, const sy_tensor *w)
             cpu_release_upto(&rel, (uintptr_t)b->ptr + (size_t)b->size);
             return cpu_pack_set(s, w, b, hit, NULL, "read from the pack cache");
         }
+        if (cpu_pack_file_clashes(k.f, k.off, b->size, row_bytes, w->dtype)) {
+            cpu_log(s, SY_LOG_DEBUG, "weight '%s' shares model-file bytes with another weight; "
+                    "packed in memory, not in the pack cache", w->name);
+            k.f = NULL;
+        }
+    }
+    if (k.f) {
         const size_t need = (size_t)slice * row_bytes;
         if (s->pack_bounce_size < need) {
             if (s->pack_bounce)
