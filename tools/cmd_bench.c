@@ -171,8 +171,9 @@ static void add_stats(sy_step_stats *acc, const sy_step_stats *a, const sy_step_
 /* Runs one repetition of a test from an empty context filled first with
  * |n_depth| random tokens (untimed) and returns its time in ms, or a
  * negative value on error (printed).  |acc|, when set, gains the executor's
- * counts of the timed part. */
-static double run_once(sy_session *s, uint64_t *seed, uint32_t n_vocab, uint32_t n_depth,
+ * counts of the timed part.  Never inlined: bench/overhead.sh finds the
+ * timed loop's samples by this frame. */
+__attribute__((noinline)) static double run_once(sy_session *s, uint64_t *seed, uint32_t n_vocab, uint32_t n_depth,
                        uint32_t n_prompt, uint32_t n_gen, int32_t *tokens, sy_step_stats *acc)
 {
     sy_session_reset(s);

@@ -28,16 +28,25 @@ static inline uint64_t rp_in_use(const repack_case *c)
     return in_use;
 }
 
+/* A new instance of the module |so| on two threads, SWITCHYARD_CPU_REPACK
+ * set to |repack|, logging into |h|. */
+static inline const sy_plugin_desc *rp_instance(void *so, const char *repack, direct_host *h,
+                                                void **out_state)
+{
+    setenv("SWITCHYARD_CPU_REPACK", repack, 1);
+    setenv("SWITCHYARD_THREADS", "2", 1);
+    const sy_plugin_desc *d = query_module(so, SY_PLUGIN_ABI_VERSION);
+    direct_host_init(h);
+    cr_assert_eq(d->init(&h->host, out_state), SY_OK, "init: %s", h->log);
+    return d;
+}
+
 /* A Q4_0 weight of RP_N rows at |wmem| (wrapped, as the runtime wraps the
  * mmap'd file) times |m| F32 columns. */
 static inline void rp_open(repack_case *c, void *so, const char *repack, uint8_t *wmem, int64_t m)
 {
-    setenv("SWITCHYARD_CPU_REPACK", repack, 1);
-    setenv("SWITCHYARD_THREADS", "2", 1);
     memset(c, 0, sizeof *c);
-    c->d = query_module(so, SY_PLUGIN_ABI_VERSION);
-    direct_host_init(&c->h);
-    cr_assert_eq(c->d->init(&c->h.host, &c->state), SY_OK, "init: %s", c->h.log);
+    c->d = rp_instance(so, repack, &c->h, &c->state);
     c->w = (sy_tensor){.dtype = SY_DTYPE_Q4_0, .role = SY_ROLE_WEIGHT, .n_dims = 2,
                        .ne = {RP_K, RP_N, 1, 1}};
     c->x = (sy_tensor){.dtype = SY_DTYPE_F32, .role = SY_ROLE_INPUT, .n_dims = 2, .ne = {RP_K, m, 1, 1}};
@@ -108,13 +117,9 @@ static inline size_t rp_row_bytes(sy_dtype t)
 static inline void rp_group_run(void *so, const char *repack, const sy_dtype dtypes[2],
                          uint8_t *const wmem[2], int64_t m, float *out0, float *out1)
 {
-    setenv("SWITCHYARD_CPU_REPACK", repack, 1);
-    setenv("SWITCHYARD_THREADS", "2", 1);
-    const sy_plugin_desc *d = query_module(so, SY_PLUGIN_ABI_VERSION);
     direct_host h;
-    direct_host_init(&h);
     void *state = NULL;
-    cr_assert_eq(d->init(&h.host, &state), SY_OK, "init: %s", h.log);
+    const sy_plugin_desc *d = rp_instance(so, repack, &h, &state);
     sy_tensor w[2], y[2], x = {.dtype = SY_DTYPE_F32, .role = SY_ROLE_INPUT, .n_dims = 2,
                                .ne = {RP_K, m, 1, 1}};
     void *wbuf[2], *ybuf[2], *xbuf;

@@ -40,6 +40,47 @@ static void rp_cache_run(void *so, const uint8_t *map, const float *want, const 
     rp_close(&c);
 }
 
+/* Writes |n| bytes of |bytes| to a new file |model| and maps it read-only
+ * and private, as the runtime maps a GGUF; the file stays open in *out_fd. */
+static uint8_t *pc_map_model(const char *model, const uint8_t *bytes, size_t n, int *out_fd)
+{
+    const int fd = open(model, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, bytes, n), (ssize_t)n);
+    uint8_t *map = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    cr_assert_neq(map, MAP_FAILED);
+    *out_fd = fd;
+    return map;
+}
+
+/* The Q4_0 matmul of the weight at |map| with repacking off, into |want|. */
+static void pc_as_stored(void *so, uint8_t *map, float *want)
+{
+    repack_case c;
+    rp_open(&c, so, "0", map, 1);
+    rp_run(&c, want);
+    rp_close(&c);
+}
+
+/* The paths of the .bin and the .idx in the folder |cache| (the only
+ * files there); false when there is no folder (no table packs here). */
+static bool pc_cache_files(const char *cache, char bin[600], char idx[600])
+{
+    bin[0] = idx[0] = '\0';
+    DIR *d = opendir(cache);
+    if (!d)
+        return false;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strstr(e->d_name, ".bin"))
+            snprintf(bin, 600, "%s/%s", cache, e->d_name);
+        if (strstr(e->d_name, ".idx"))
+            snprintf(idx, 600, "%s/%s", cache, e->d_name);
+    }
+    closedir(d);
+    cr_assert(bin[0] && idx[0], "the cache folder holds a .bin and an .idx");
+    return true;
+}
+
 /* SWITCHYARD_CPU_PACK_CACHE: the first instance packs the weight into a
  * file in the folder (made for it) and records it; a later one reads it
  * from there; a damaged copy or a torn record costs a new pack, not a
@@ -56,31 +97,16 @@ Test(cpu_module, the_pack_cache_serves_later_instances_and_survives_damage)
     snprintf(model, sizeof model, "%s/model.gguf", dir);
     snprintf(cache, sizeof cache, "%s/packs", dir);
     snprintf(bad, sizeof bad, "%s/sub", model); /* under a regular file */
-    const int fd = open(model, O_RDWR | O_CREAT | O_TRUNC, 0644);
-    cr_assert_geq(fd, 0);
-    cr_assert_eq(write(fd, wmem, sizeof wmem), (ssize_t)sizeof wmem);
-    uint8_t *map = mmap(NULL, sizeof wmem, PROT_READ, MAP_PRIVATE, fd, 0);
-    cr_assert_neq(map, MAP_FAILED);
+    int fd;
+    uint8_t *map = pc_map_model(model, wmem, sizeof wmem, &fd);
     float want[RP_N];
-    repack_case c;
-    rp_open(&c, so, "0", map, 1);
-    rp_run(&c, want);
-    rp_close(&c);
+    pc_as_stored(so, map, want);
 
     setenv("SWITCHYARD_CPU_PACK_CACHE", cache, 1);
     rp_cache_run(so, map, want, "packed into the pack cache", "read from the pack cache");
-    char bin[600] = "", idx[600] = "";
-    DIR *d = opendir(cache);
-    bool packs = d != NULL;
-    if (d) {
-        for (struct dirent *e; (e = readdir(d));) {
-            if (strstr(e->d_name, ".bin"))
-                snprintf(bin, sizeof bin, "%s/%s", cache, e->d_name);
-            if (strstr(e->d_name, ".idx"))
-                snprintf(idx, sizeof idx, "%s/%s", cache, e->d_name);
-        }
-        closedir(d);
-        cr_assert(bin[0] && idx[0], "the cache folder holds a .bin and an .idx");
+    char bin[600], idx[600];
+    const bool packs = pc_cache_files(cache, bin, idx);
+    if (packs) {
         cr_assert_eq(rp_file_size(bin), (long long)sizeof wmem, "the .bin is as long as the model");
         const long long rec = rp_file_size(idx);
         cr_assert_gt(rec, 0, "the weight is recorded");
@@ -145,31 +171,16 @@ Test(cpu_module, the_pack_cache_keeps_out_links_huge_indexes_and_overlapping_wei
     snprintf(model, sizeof model, "%s/model.gguf", dir);
     snprintf(cache, sizeof cache, "%s/packs", dir);
     snprintf(victim, sizeof victim, "%s/victim.txt", dir);
-    const int fd = open(model, O_RDWR | O_CREAT | O_TRUNC, 0644);
-    cr_assert_geq(fd, 0);
-    cr_assert_eq(write(fd, wmem, sizeof wmem), (ssize_t)sizeof wmem);
-    uint8_t *map = mmap(NULL, sizeof wmem, PROT_READ, MAP_PRIVATE, fd, 0);
-    cr_assert_neq(map, MAP_FAILED);
+    int fd;
+    uint8_t *map = pc_map_model(model, wmem, sizeof wmem, &fd);
 
     /* One weight: its files, then links in their place. */
     float want[RP_N];
-    repack_case c;
-    rp_open(&c, so, "0", map, 1);
-    rp_run(&c, want);
-    rp_close(&c);
+    pc_as_stored(so, map, want);
     setenv("SWITCHYARD_CPU_PACK_CACHE", cache, 1);
     rp_cache_run(so, map, want, NULL, NULL);
-    char bin[600] = "", idx[600] = "";
-    DIR *d = opendir(cache);
-    if (d) { /* where the avx512 table packs */
-        for (struct dirent *e; (e = readdir(d));) {
-            if (strstr(e->d_name, ".bin"))
-                snprintf(bin, sizeof bin, "%s/%s", cache, e->d_name);
-            if (strstr(e->d_name, ".idx"))
-                snprintf(idx, sizeof idx, "%s/%s", cache, e->d_name);
-        }
-        closedir(d);
-        cr_assert(bin[0] && idx[0]);
+    char bin[600], idx[600];
+    if (pc_cache_files(cache, bin, idx)) { /* where the avx512 table packs */
         static const char text[] = "not a pack cache file\n";
         for (int k = 0; k < 2; k++) {
             FILE *v = fopen(victim, "w");
@@ -209,7 +220,8 @@ Test(cpu_module, the_pack_cache_keeps_out_links_huge_indexes_and_overlapping_wei
 
     munmap(map, sizeof wmem);
     close(fd);
-    if ((d = opendir(cache))) {
+    DIR *d = opendir(cache);
+    if (d) {
         for (struct dirent *e; (e = readdir(d));) {
             char p[600];
             snprintf(p, sizeof p, "%s/%s", cache, e->d_name);

@@ -249,13 +249,9 @@ Test(cpu_module, packing_a_large_mapped_weight_holds_it_once)
     cr_assert_gt(sum, 0u);
 
     void *so = open_module();
-    setenv("SWITCHYARD_CPU_REPACK", "1", 1);
-    setenv("SWITCHYARD_THREADS", "2", 1);
-    const sy_plugin_desc *d = query_module(so, SY_PLUGIN_ABI_VERSION);
     direct_host h;
-    direct_host_init(&h);
     void *state = NULL;
-    cr_assert_eq(d->init(&h.host, &state), SY_OK, "init: %s", h.log);
+    const sy_plugin_desc *d = rp_instance(so, "1", &h, &state);
     sy_tensor w = {.dtype = SY_DTYPE_Q4_0, .role = SY_ROLE_WEIGHT, .n_dims = 2, .ne = {K, N, 1, 1}};
     sy_tensor x = {.dtype = SY_DTYPE_F32, .role = SY_ROLE_INPUT, .n_dims = 2, .ne = {K, 1, 1, 1}};
     sy_tensor y = {.dtype = SY_DTYPE_F32, .role = SY_ROLE_ACTIVATION, .n_dims = 2,
