@@ -84,7 +84,7 @@ def main():
     depths = [int(d) for d in a.d.split(",")]
     if min(depths) < 0:
         raise SystemExit("llamacpp_bench.py: -d takes depths >= 0")
-    fill = min(max(depths), 512)  # tokens per decode call filling the depth
+    fill = max(1, min(max(depths), 512))  # tokens per decode call filling the depth
     cp = L.llama_context_default_params()
     cp.n_ctx = max(depths) + a.p + a.n
     cp.n_batch = max(a.p, fill, 1)
