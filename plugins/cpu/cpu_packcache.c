@@ -209,8 +209,7 @@ static const char *cpu_pack_open(cpu_state *s, cpu_pack_file *f, const char *pat
     struct stat bin;
     if (f->fd < 0 || fstat(f->fd, &bin) != 0)
         return "its .bin file cannot be opened for writing (a symbolic link is not followed)";
-    if (!S_ISREG(bin.st_mode) || bin.st_nlink != 1 ||
-        (bin.st_dev == st.st_dev && bin.st_ino == st.st_ino))
+    if (!S_ISREG(bin.st_mode) || bin.st_nlink != 1)
         return "its .bin file is not a regular file of its own (a second hard link)";
     if (bin.st_size > st.st_size)
         return "its .bin file is longer than the model file";
@@ -264,15 +263,20 @@ cpu_pack_file *cpu_pack_file_for(cpu_state *s, const cpu_file_map *m, uintptr_t 
     return f;
 }
 
+/* True when |a| and |b| record the same weight (offset, bytes, layout). */
+static bool cpu_pack_same(const cpu_pack_record *a, const cpu_pack_record *b)
+{
+    return a->off == b->off && a->bytes == b->bytes && a->row_bytes == b->row_bytes &&
+           a->dtype == b->dtype;
+}
+
 /* True when a live record of |l| covers bytes of |want|'s range but is not
  * |want|'s weight. */
 static bool cpu_pack_list_clashes(const cpu_pack_list *l, const cpu_pack_record *want)
 {
     for (size_t i = 0; i < l->n; i++) {
         const cpu_pack_record *r = &l->r[i];
-        const bool same = r->off == want->off && r->bytes == want->bytes &&
-                          r->row_bytes == want->row_bytes && r->dtype == want->dtype;
-        if (r->bytes > 0 && !same && r->off < want->off + want->bytes &&
+        if (r->bytes > 0 && !cpu_pack_same(r, want) && r->off < want->off + want->bytes &&
             want->off < r->off + r->bytes)
             return true;
     }
@@ -290,12 +294,9 @@ bool cpu_pack_file_clashes(const cpu_pack_file *f, uint64_t off, uint64_t bytes,
 /* The record of |want|'s weight in |l|, or NULL. */
 static cpu_pack_record *cpu_pack_list_find(cpu_pack_list *l, const cpu_pack_record *want)
 {
-    for (size_t i = 0; i < l->n; i++) {
-        cpu_pack_record *r = &l->r[i];
-        if (r->off == want->off && r->bytes == want->bytes && r->row_bytes == want->row_bytes &&
-            r->dtype == want->dtype)
-            return r;
-    }
+    for (size_t i = 0; i < l->n; i++)
+        if (cpu_pack_same(&l->r[i], want))
+            return &l->r[i];
     return NULL;
 }
 
