@@ -173,8 +173,10 @@ static void add_stats(sy_step_stats *acc, const sy_step_stats *a, const sy_step_
  * negative value on error (printed).  |acc|, when set, gains the executor's
  * counts of the timed part.  Never inlined: bench/overhead.sh finds the
  * timed loop's samples by this frame. */
-__attribute__((noinline)) static double run_once(sy_session *s, uint64_t *seed, uint32_t n_vocab, uint32_t n_depth,
-                       uint32_t n_prompt, uint32_t n_gen, int32_t *tokens, sy_step_stats *acc)
+__attribute__((noinline)) static double run_once(sy_session *s, uint64_t *seed,
+                                                 uint32_t n_vocab, uint32_t n_depth,
+                                                 uint32_t n_prompt, uint32_t n_gen,
+                                                 int32_t *tokens, sy_step_stats *acc)
 {
     sy_session_reset(s);
     sy_status st = SY_OK;
