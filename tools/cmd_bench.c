@@ -408,6 +408,20 @@ out_free:
     return rc;
 }
 
+/* Runs one test and prints its row; nonzero on error (printed). */
+static int bench_row(const bench_opts *o, sy_model *m, bench_result *r, uint32_t n_depth,
+                     uint32_t n_prompt, uint32_t n_gen, uint64_t *seed, bool *first)
+{
+    if (run_test(o, m, r, n_depth, n_prompt, n_gen, seed) != 0)
+        return 1;
+    if (o->json)
+        print_json_row(r, &o->sched, *first);
+    else
+        print_md_row(r, &o->sched);
+    *first = false;
+    return 0;
+}
+
 /* Benchmarks one model at one thread count. */
 static int bench_model(const bench_opts *o, const char *path, const char *threads, bool *first)
 {
@@ -448,20 +462,15 @@ static int bench_model(const bench_opts *o, const char *path, const char *thread
     uint64_t seed = o->seed ? o->seed : 0x2545f4914f6cdd1dull;
     for (uint32_t di = 0; di < o->depths.n; di++) {
         const uint32_t depth = (uint32_t)strtoul(o->depths.items[di], NULL, 10);
-        for (uint32_t kind = 0; kind < 2; kind++) {
-            const bench_list *l = kind == 0 ? &o->prompts : &o->gens;
-            for (uint32_t i = 0; i < l->n; i++) {
-                const uint32_t n = (uint32_t)strtoul(l->items[i], NULL, 10);
-                if (n == 0)
-                    continue;
-                if (run_test(o, m, r, depth, kind == 0 ? n : 0, kind == 1 ? n : 0, &seed) != 0)
-                    goto out_result;
-                if (o->json)
-                    print_json_row(r, &o->sched, *first);
-                else
-                    print_md_row(r, &o->sched);
-                *first = false;
-            }
+        for (uint32_t i = 0; i < o->prompts.n; i++) {
+            const uint32_t n = (uint32_t)strtoul(o->prompts.items[i], NULL, 10);
+            if (n > 0 && bench_row(o, m, r, depth, n, 0, &seed, first) != 0)
+                goto out_result;
+        }
+        for (uint32_t i = 0; i < o->gens.n; i++) {
+            const uint32_t n = (uint32_t)strtoul(o->gens.items[i], NULL, 10);
+            if (n > 0 && bench_row(o, m, r, depth, 0, n, &seed, first) != 0)
+                goto out_result;
         }
     }
     rc = 0;

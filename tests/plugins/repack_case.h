@@ -41,6 +41,15 @@ static inline const sy_plugin_desc *rp_instance(void *so, const char *repack, di
     return d;
 }
 
+/* Ends a test on the module |so|: the environment the cases set goes. */
+static inline void rp_done(void *so)
+{
+    unsetenv("SWITCHYARD_CPU_PACK_CACHE");
+    unsetenv("SWITCHYARD_CPU_REPACK");
+    unsetenv("SWITCHYARD_THREADS");
+    dlclose(so);
+}
+
 /* A Q4_0 weight of RP_N rows at |wmem| (wrapped, as the runtime wraps the
  * mmap'd file) times |m| F32 columns. */
 static inline void rp_open(repack_case *c, void *so, const char *repack, uint8_t *wmem, int64_t m)

@@ -145,10 +145,7 @@ Test(cpu_module, the_pack_cache_serves_later_instances_and_survives_damage)
     rmdir(cache);
     unlink(model);
     rmdir(dir);
-    unsetenv("SWITCHYARD_CPU_PACK_CACHE");
-    unsetenv("SWITCHYARD_CPU_REPACK");
-    unsetenv("SWITCHYARD_THREADS");
-    dlclose(so);
+    rp_done(so);
 }
 
 /* The pack cache writes in place, so it keeps off what is not its own: a
@@ -234,8 +231,5 @@ Test(cpu_module, the_pack_cache_keeps_out_links_huge_indexes_and_overlapping_wei
     unlink(victim);
     unlink(model);
     rmdir(dir);
-    unsetenv("SWITCHYARD_CPU_PACK_CACHE");
-    unsetenv("SWITCHYARD_CPU_REPACK");
-    unsetenv("SWITCHYARD_THREADS");
-    dlclose(so);
+    rp_done(so);
 }

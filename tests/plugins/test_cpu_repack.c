@@ -79,9 +79,7 @@ Test(cpu_module, repacks_a_wrapped_weight_at_first_use_and_counts_it)
                                "m=%lld after copy_in y[%d]: %g repacked, %g as stored", (long long)m,
                                i, got[i], want2[i]);
     }
-    unsetenv("SWITCHYARD_CPU_REPACK");
-    unsetenv("SWITCHYARD_THREADS");
-    dlclose(so);
+    rp_done(so);
 }
 
 #define RP_ROWS 3
@@ -197,9 +195,7 @@ Test(cpu_module, a_packed_weight_gives_its_file_pages_back)
     cr_assert_eq(memcmp(wrote, want_bytes, sizeof wmem), 0, "packing dropped written pages");
     munmap(wrote, sizeof wmem);
     close(fd);
-    unsetenv("SWITCHYARD_CPU_REPACK");
-    unsetenv("SWITCHYARD_THREADS");
-    dlclose(so);
+    rp_done(so);
 }
 
 /* kB of |key| ("VmHWM:") in /proc/self/status. */
@@ -332,9 +328,7 @@ Test(cpu_module, packing_a_large_mapped_weight_holds_it_once)
     munmap(map, bytes);
     close(fd);
     free(wmem);
-    unsetenv("SWITCHYARD_CPU_REPACK");
-    unsetenv("SWITCHYARD_THREADS");
-    dlclose(so);
+    rp_done(so);
 }
 
 /* A matmul group whose members' weights differ in type (legal in GGUF:
@@ -375,8 +369,6 @@ Test(cpu_module, a_matmul_group_of_mixed_weight_types_runs_as_its_members_alone)
             }
         }
     }
-    unsetenv("SWITCHYARD_CPU_REPACK");
-    unsetenv("SWITCHYARD_THREADS");
-    dlclose(so);
+    rp_done(so);
 }
 
