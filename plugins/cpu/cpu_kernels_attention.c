@@ -1,130 +1,237 @@
 /* ATTENTION: out[:, h, t] = softmax(q[:, h, t] . K[:, g, :] * scale) . V[:, g, :]
  * with g = h / (Hq / Hkv) (grouped-query attention), query t at position
  * n_past + t, a causal mask and an optional sliding window.  K and V are
- * F32 or F16, read in place, or Q8_0 or Q4_0 (a quantised KV cache),
- * dequantised a tile of CPU_ATT_TILE rows at a time into lane scratch and
- * then read as F32 rows: the values are exactly the reference's
- * (ops/quants.c dequantisation), only the float sums are ordered
- * differently.  Lanes take (head, token) pairs; one pair scores its whole
- * unmasked key range into lane scratch (one query against a long cache is
- * the decode case) four keys at a time (isa->dot_rows), then mixes V rows
- * into an F32 accumulator, also four at a time (isa->mix_rows).  With a
- * quantised cache a work item is the consecutive pairs that share a kv head
- * and a token (up to CPU_ATT_HEADS query heads), so each tile is
- * dequantised once for all of them rather than once per query head.  Items
- * are claimed (cpu_pool_run_items), so lanes end within one item of each
- * other instead of one lane taking a whole extra head at decode. */
+ * F32, read in place, or F16, Q8_0 or Q4_0, converted to F32 a tile of
+ * positions at a time into lane scratch (ops/quants.c's values exactly;
+ * only the float sums are ordered differently).
+ *
+ * The cache is [head dim, kv heads, positions]: one position's rows of
+ * every kv head lie together, and the rows of one kv head are a stride
+ * apart.  Memory serves a strided read of one head at the cost of all of
+ * them (whole DRAM bursts and prefetched lines), so a work item reads a
+ * tile of positions for every kv head at once, converts it once, and runs
+ * every query head of every one of its tokens against it: the cache is
+ * read once per work item, not once per query head.  Each (token, head)
+ * keeps a running softmax over the tiles (max, sum, accumulator, rescaled
+ * when the max grows), so scores never outlive their tile.
+ *
+ * Work items are (block of query tokens, key chunk).  Prefill has blocks
+ * enough for the lanes, and one chunk: a block's outputs are written at
+ * its end.  Decode has one token, so its key range is cut into chunks,
+ * one or more per lane; each chunk leaves its max, sum and accumulator in
+ * shared scratch, and the calling lane merges them after the dispatch.
+ * Items are claimed (cpu_pool_run_items), so lanes end within one item of
+ * each other. */
 #include <math.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
 
-/* Rows of a quantised K or V dequantised at once: 32 rows of a 256-wide
- * head are 32 KiB of scratch, within L1/L2 while they are scored or mixed. */
-#define CPU_ATT_TILE 32
-/* Query heads of one kv head that share a dequantised tile. */
-#define CPU_ATT_HEADS 8
+/* F32 elements of one converted K or V tile: 32 KiB, so a K and a V tile
+ * stay in L1/L2 while every query head reads them. */
+#define CPU_ATT_TILE_FLOATS 8192
+/* Positions per tile at most (fewer when kv heads x head dim is large). */
+#define CPU_ATT_TILE_MAX 32
+/* Query tokens per work item at most: they share each tile they read. */
+#define CPU_ATT_TOKENS 4
+/* Fewest positions per key chunk worth a chunk of its own. */
+#define CPU_ATT_CHUNK_MIN 128
 
 typedef struct cpu_attention_ctx {
     const cpu_state *s;
     const sy_tensor *q, *k, *v, *y;
-    cpu_dequant_fn k_deq, v_deq; /* NULL: F32/F16 rows read in place */
+    cpu_dequant_fn k_deq, v_deq; /* NULL: F32 rows read in place */
     float scale;
     int64_t n_past, window;
-    int64_t per_item; /* query heads per work item */
+    int64_t tile;      /* positions per tile */
+    int64_t per_item;  /* query tokens per work item */
+    int64_t chunks;    /* key chunks per block of tokens */
+    int64_t chunk_lo;  /* first position of chunk 0 */
+    int64_t chunk_len; /* positions per chunk */
+    /* chunks > 1: per (token, head, chunk) the max, the sum and the
+     * accumulator of d floats (cpu_attention_merge reads them). */
+    float *part_max, *part_sum, *part_acc;
 } cpu_attention_ctx;
 
-/* Rows [j, j + n) of kv head |g| of |t| as the row kernels take them: in
- * place (F32/F16), or dequantised into |tile| when |deq| is set. */
-static const void *cpu_attention_rows(const sy_tensor *t, cpu_dequant_fn deq, int64_t g,
-                                      int64_t j, int64_t n, float *tile, size_t *out_stride,
-                                      bool *out_f16)
+/* Positions [*j0, *j1) that query token |t| attends to. */
+static void cpu_attention_range(const cpu_attention_ctx *c, int64_t t, int64_t *j0, int64_t *j1)
+{
+    const int64_t keys = c->k->ne[2], pos = c->n_past + t;
+    *j1 = pos + 1 < keys ? pos + 1 : keys;
+    *j0 = c->window > 0 && pos - c->window + 1 > 0 ? pos - c->window + 1 : 0;
+}
+
+/* Positions [j, j + n) of |t| (every kv head) as the row kernels take them:
+ * in place (F32) or converted into |tile| ([n][kv heads][d] floats) by
+ * |deq|.  Sets the stride between positions and between heads in bytes. */
+static const char *cpu_attention_tile(const sy_tensor *t, cpu_dequant_fn deq, int64_t j,
+                                      int64_t n, float *tile, size_t *pos_stride,
+                                      size_t *head_stride, bool *f16)
 {
     if (!deq) {
-        *out_stride = t->nb[2];
-        *out_f16 = t->dtype == SY_DTYPE_F16;
-        return cpu_row(t, g, j, 0);
+        *pos_stride = t->nb[2];
+        *head_stride = t->nb[1];
+        *f16 = t->dtype == SY_DTYPE_F16;
+        return cpu_row(t, 0, j, 0);
     }
-    const int64_t d = t->ne[0];
-    for (int64_t r = 0; r < n; r++)
-        deq(cpu_row(t, g, j + r, 0), tile + r * d, d);
-    *out_stride = (size_t)d * sizeof(float);
-    *out_f16 = false;
-    return tile;
+    *f16 = false;
+    const int64_t d = t->ne[0], heads = t->ne[1];
+    const bool dense = t->nb[1] == sy_tensor_row_size(t); /* one run per position */
+    for (int64_t r = 0; r < n; r++) {
+        float *dst = tile + r * heads * d;
+        if (dense)
+            deq(cpu_row(t, 0, j + r, 0), dst, heads * d);
+        else
+            for (int64_t g = 0; g < heads; g++)
+                deq(cpu_row(t, g, j + r, 0), dst + g * d, d);
+    }
+    *pos_stride = (size_t)(heads * d) * sizeof(float);
+    *head_stride = (size_t)d * sizeof(float);
+    return (const char *)tile;
 }
 
-/* Query heads h0 .. h0+nh-1 (one kv head g) of token t.  |scratch| holds
- * nh score rows of K->ne[2] floats, nh accumulators of d floats and, for
- * a quantised cache, a tile of CPU_ATT_TILE rows of d floats. */
-static void cpu_attention_heads(const cpu_attention_ctx *c, int64_t h0, int64_t nh, int64_t t,
-                                float *scratch)
+/* The next tile's bytes of K or V, asked for (prefetcht1) a slice at a
+ * time between the current tile's query heads: one burst of a tile's
+ * lines would stall on the core's miss buffers instead of overlapping the
+ * work, and the hardware prefetcher stops at every 4 KiB page. */
+typedef struct cpu_attention_ahead {
+    const char *p;
+    size_t bytes, slice, done;
+} cpu_attention_ahead;
+
+static void cpu_attention_ahead_init(cpu_attention_ahead *a, const sy_tensor *t, int64_t j,
+                                     int64_t n, int64_t slices)
 {
-    const cpu_isa_table *isa = c->s->isa;
-    const int64_t d = c->q->ne[0], hq = c->q->ne[1], keys = c->k->ne[2];
-    const int64_t g = h0 / (hq / c->k->ne[1]);
-    const int64_t pos = c->n_past + t;
-    const int64_t j1 = pos + 1 < keys ? pos + 1 : keys;
-    int64_t j0 = c->window > 0 ? pos - c->window + 1 : 0;
-    if (j0 < 0)
-        j0 = 0;
-    if (j0 >= j1) {
-        for (int64_t i = 0; i < nh; i++)
-            memset(cpu_row(c->y, h0 + i, t, 0), 0, (size_t)d * sizeof(float));
+    a->done = 0;
+    a->bytes = 0;
+    if (n <= 0)
         return;
-    }
-    float *scores = scratch, *acc = scores + nh * keys, *tile = acc + nh * d;
-    /* In place, one call covers the whole range; a tile at a time otherwise. */
-    const int64_t k_step = c->k_deq ? CPU_ATT_TILE : j1 - j0;
-    const int64_t v_step = c->v_deq ? CPU_ATT_TILE : j1 - j0;
-    size_t stride;
-    bool f16;
-
-    for (int64_t j = j0; j < j1; j += k_step) {
-        const int64_t n = j1 - j < k_step ? j1 - j : k_step;
-        const void *rows = cpu_attention_rows(c->k, c->k_deq, g, j, n, tile, &stride, &f16);
-        for (int64_t i = 0; i < nh; i++)
-            isa->dot_rows(rows, stride, f16, n, (const float *)cpu_row(c->q, h0 + i, t, 0), d,
-                          c->scale, scores + i * keys + j);
-    }
-    float inv[CPU_ATT_HEADS];
-    for (int64_t i = 0; i < nh; i++) {
-        float *sc = scores + i * keys;
-        float max = -INFINITY;
-        for (int64_t j = j0; j < j1; j++)
-            max = sc[j] > max ? sc[j] : max;
-        inv[i] = (float)(1.0 / isa->exp_sum_f32(sc + j0, sc + j0, 1.0f, max, j1 - j0));
-    }
-    memset(acc, 0, (size_t)(nh * d) * sizeof(float));
-    for (int64_t j = j0; j < j1; j += v_step) {
-        const int64_t n = j1 - j < v_step ? j1 - j : v_step;
-        const void *rows = cpu_attention_rows(c->v, c->v_deq, g, j, n, tile, &stride, &f16);
-        for (int64_t i = 0; i < nh; i++)
-            isa->mix_rows(acc + i * d, rows, stride, f16, n, scores + i * keys + j, d);
-    }
-    for (int64_t i = 0; i < nh; i++) {
-        float *y = (float *)cpu_row(c->y, h0 + i, t, 0);
-        for (int64_t e = 0; e < d; e++)
-            y[e] = acc[i * d + e] * inv[i];
-    }
+    a->p = cpu_row(t, 0, j, 0);
+    a->bytes = (size_t)(n - 1) * t->nb[2] + (size_t)(t->ne[1] - 1) * t->nb[1] +
+               (size_t)sy_tensor_row_size(t);
+    a->slice = (a->bytes / (size_t)slices + 63) / 64 * 64;
 }
 
-/* One work item: up to |per_item| consecutive query heads of one kv head
- * and one token (one head when the cache is read in place). */
+static inline void cpu_attention_ahead_step(cpu_attention_ahead *a)
+{
+    const size_t end = a->done + a->slice < a->bytes ? a->done + a->slice : a->bytes;
+    for (; a->done < end; a->done += 64)
+        __builtin_prefetch(a->p + a->done, 0, 2);
+}
+
+/* One work item: query tokens [t0, t0 + nt) against key chunk |chunk|. */
 static void cpu_attention_item(void *arg, int64_t item, uint32_t lane)
 {
     const cpu_attention_ctx *c = arg;
-    const int64_t group = c->q->ne[1] / c->k->ne[1];
-    const int64_t subs = (group + c->per_item - 1) / c->per_item; /* items per kv head */
-    const int64_t per_token = c->k->ne[1] * subs;
-    const int64_t t = item / per_token, rem = item % per_token;
-    const int64_t sub = rem % subs, h = rem / subs * group + sub * c->per_item;
-    const int64_t nh = group - sub * c->per_item < c->per_item ? group - sub * c->per_item
-                                                                 : c->per_item;
-    cpu_attention_heads(c, h, nh, t, c->s->lanes[lane].scratch);
+    const cpu_isa_table *isa = c->s->isa;
+    const int64_t d = c->q->ne[0], hq = c->q->ne[1], tokens = c->q->ne[2];
+    const int64_t group = hq / c->k->ne[1];
+    const int64_t chunk = item % c->chunks, t0 = item / c->chunks * c->per_item;
+    const int64_t nt = tokens - t0 < c->per_item ? tokens - t0 : c->per_item;
+    const int64_t tile_floats = c->tile * c->k->ne[1] * d;
+
+    float *k_tile = c->s->lanes[lane].scratch, *v_tile = k_tile + tile_floats;
+    float *scores = v_tile + tile_floats, *run_max = scores + c->tile;
+    float *run_sum = run_max + nt * hq, *acc = run_sum + nt * hq;
+    for (int64_t i = 0; i < nt * hq; i++)
+        run_max[i] = -INFINITY, run_sum[i] = 0.0f;
+    memset(acc, 0, (size_t)(nt * hq * d) * sizeof(float));
+
+    /* The block's positions (its tokens' ranges only move right) within
+     * the chunk's. */
+    int64_t lo, hi, unused;
+    cpu_attention_range(c, t0, &lo, &unused);
+    cpu_attention_range(c, t0 + nt - 1, &unused, &hi);
+    const int64_t chunk_lo = c->chunk_lo + chunk * c->chunk_len;
+    lo = lo > chunk_lo ? lo : chunk_lo;
+    hi = hi < chunk_lo + c->chunk_len ? hi : chunk_lo + c->chunk_len;
+
+    for (int64_t j = lo; j < hi; j += c->tile) {
+        const int64_t n = hi - j < c->tile ? hi - j : c->tile;
+        cpu_attention_ahead next_k, next_v;
+        const int64_t next_n = hi - j - n < c->tile ? hi - j - n : c->tile;
+        cpu_attention_ahead_init(&next_k, c->k, j + n, next_n, nt * hq);
+        cpu_attention_ahead_init(&next_v, c->v, j + n, next_n, nt * hq);
+        size_t kps, khs, vps, vhs;
+        bool kf16, vf16;
+        const char *kr = cpu_attention_tile(c->k, c->k_deq, j, n, k_tile, &kps, &khs, &kf16);
+        const char *vr = cpu_attention_tile(c->v, c->v_deq, j, n, v_tile, &vps, &vhs, &vf16);
+        for (int64_t i = 0; i < nt; i++) {
+            int64_t a, b;
+            cpu_attention_range(c, t0 + i, &a, &b);
+            a = a > j ? a : j;
+            b = b < j + n ? b : j + n;
+            if (a >= b)
+                continue;
+            for (int64_t h = 0; h < hq; h++) {
+                const int64_t g = h / group, st = i * hq + h;
+                cpu_attention_ahead_step(&next_k);
+                cpu_attention_ahead_step(&next_v);
+                isa->dot_rows(kr + (a - j) * kps + g * khs, kps, kf16, b - a,
+                              (const float *)cpu_row(c->q, h, t0 + i, 0), d, c->scale, scores);
+                float m = run_max[st];
+                for (int64_t r = 0; r < b - a; r++)
+                    m = scores[r] > m ? scores[r] : m;
+                if (m > run_max[st]) {
+                    /* The running max grew: what was summed so far shrinks
+                     * by e^(old - new) (0 for the first tile: -inf). */
+                    const float f = expf(run_max[st] - m);
+                    isa->scale_f32(acc + st * d, acc + st * d, f, 0.0f, d);
+                    run_sum[st] *= f;
+                    run_max[st] = m;
+                }
+                run_sum[st] += isa->exp_sum_f32(scores, scores, 1.0f, m, b - a);
+                isa->mix_rows(acc + st * d, vr + (a - j) * vps + g * vhs, vps, vf16, b - a,
+                              scores, d);
+            }
+        }
+    }
+
+    for (int64_t i = 0; i < nt; i++)
+        for (int64_t h = 0; h < hq; h++) {
+            const int64_t st = i * hq + h;
+            if (c->chunks > 1) {
+                const int64_t p = ((t0 + i) * hq + h) * c->chunks + chunk;
+                c->part_max[p] = run_max[st];
+                c->part_sum[p] = run_sum[st];
+                memcpy(c->part_acc + p * d, acc + st * d, (size_t)d * sizeof(float));
+                continue;
+            }
+            float *y = (float *)cpu_row(c->y, h, t0 + i, 0);
+            const float inv = run_sum[st] > 0.0f ? 1.0f / run_sum[st] : 0.0f;
+            for (int64_t e = 0; e < d; e++)
+                y[e] = acc[st * d + e] * inv;
+        }
 }
 
-/* True for the K/V dtypes the kernel reads: F32 and F16 in place, Q8_0 and
- * Q4_0 through the table's dequantiser, whole blocks per row. */
+/* Merges the chunks' partial softmaxes of every (token, head) into out. */
+static void cpu_attention_merge(const cpu_attention_ctx *c)
+{
+    const int64_t d = c->q->ne[0], hq = c->q->ne[1], tokens = c->q->ne[2];
+    for (int64_t t = 0; t < tokens; t++)
+        for (int64_t h = 0; h < hq; h++) {
+            const int64_t p0 = (t * hq + h) * c->chunks;
+            float *y = (float *)cpu_row(c->y, h, t, 0);
+            float m = -INFINITY;
+            for (int64_t ch = 0; ch < c->chunks; ch++)
+                m = c->part_max[p0 + ch] > m ? c->part_max[p0 + ch] : m;
+            memset(y, 0, (size_t)d * sizeof(float));
+            if (m == -INFINITY)
+                continue; /* nothing unmasked */
+            float sum = 0.0f;
+            for (int64_t ch = 0; ch < c->chunks; ch++) {
+                if (c->part_sum[p0 + ch] == 0.0f)
+                    continue;
+                const float f = expf(c->part_max[p0 + ch] - m);
+                sum += f * c->part_sum[p0 + ch];
+                c->s->isa->axpy_f32(y, f, c->part_acc + (p0 + ch) * d, d);
+            }
+            c->s->isa->scale_f32(y, y, 1.0f / sum, 0.0f, d);
+        }
+}
+
+/* True for the K/V dtypes the kernel reads: F32 in place, F16, Q8_0 and
+ * Q4_0 through the table's converter, whole blocks per row. */
 static bool cpu_attention_kv_ok(const cpu_state *s, const sy_tensor *t)
 {
     switch (t->dtype) {
@@ -156,23 +263,54 @@ sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **o
         *out_why = "shapes or mask parameters outside the attention rules";
         return SY_E_UNSUPPORTED;
     }
+    const int64_t d = q->ne[0], hq = q->ne[1], tokens = q->ne[2], hkv = k->ne[1];
     cpu_attention_ctx c = {.s = s, .q = q, .k = k, .v = v, .y = y, .scale = node->params.f[0],
                            .n_past = node->params.i[0], .window = node->params.i[1]};
     if (sy_dtype_is_quantized(k->dtype))
         c.k_deq = s->isa->dequant[k->dtype];
     if (sy_dtype_is_quantized(v->dtype))
         c.v_deq = s->isa->dequant[v->dtype];
-    const bool quantized = c.k_deq || c.v_deq;
-    const int64_t heads = quantized ? CPU_ATT_HEADS : 1;
-    const int64_t tile = quantized ? CPU_ATT_TILE * q->ne[0] : 0;
+    c.tile = CPU_ATT_TILE_FLOATS / (hkv * d);
+    c.tile = c.tile < 1 ? 1 : c.tile > CPU_ATT_TILE_MAX ? CPU_ATT_TILE_MAX : c.tile;
+
+    /* The positions any token attends to: tokens' ranges only move right. */
+    int64_t lo, hi, unused;
+    cpu_attention_range(&c, 0, &lo, &unused);
+    cpu_attention_range(&c, tokens - 1, &unused, &hi);
+    const int64_t span = hi > lo ? hi - lo : 0;
+    const uint32_t nth = cpu_lanes_for(s, hq * tokens * (span > 1 ? span : 1) * d, 16384);
+
+    /* Blocks of tokens, four lanes' worth of them at least; key chunks when
+     * the blocks are too few for the lanes (decode). */
+    c.per_item = tokens / (4 * (int64_t)nth);
+    c.per_item = c.per_item < 1 ? 1 : c.per_item > CPU_ATT_TOKENS ? CPU_ATT_TOKENS : c.per_item;
+    const int64_t blocks = (tokens + c.per_item - 1) / c.per_item;
+    c.chunks = 1;
+    if (nth > 1 && blocks < 2 * (int64_t)nth) {
+        const int64_t want = (2 * (int64_t)nth + blocks - 1) / blocks;
+        const int64_t most = span / CPU_ATT_CHUNK_MIN;
+        c.chunks = want < most ? want : most > 1 ? most : 1;
+    }
+    c.chunk_lo = lo;
+    c.chunk_len = c.chunks > 1 ? ((span + c.chunks - 1) / c.chunks + c.tile - 1) / c.tile * c.tile
+                               : (span > 1 ? span : 1);
+
+    const int64_t tile_floats = c.tile * hkv * d;
     sy_status st = cpu_scratch_reserve(
-        s, (size_t)(heads * (k->ne[2] + q->ne[0]) + tile) * sizeof(float));
+        s, (size_t)(2 * tile_floats + c.tile + c.per_item * hq * (d + 2)) * sizeof(float));
+    if (st == SY_OK && c.chunks > 1) {
+        const int64_t parts = tokens * hq * c.chunks;
+        st = cpu_shared_reserve(s, (size_t)(parts * (d + 2)) * sizeof(float));
+        c.part_max = s->shared;
+        c.part_sum = c.part_max + parts;
+        c.part_acc = c.part_sum + parts;
+    }
     if (st != SY_OK)
         return st;
-    const int64_t group = q->ne[1] / k->ne[1];
-    c.per_item = heads < group ? heads : group;
-    const int64_t items = k->ne[1] * ((group + c.per_item - 1) / c.per_item) * q->ne[2];
-    uint32_t nth = cpu_lanes_for(s, q->ne[1] * q->ne[2] * k->ne[2] * q->ne[0], 16384);
-    cpu_pool_run_items(s->pool, cpu_attention_item, &c, items, nth);
+    const int64_t items = blocks * c.chunks;
+    cpu_pool_run_items(s->pool, cpu_attention_item, &c, items,
+                       items < (int64_t)nth ? (uint32_t)items : nth);
+    if (c.chunks > 1)
+        cpu_attention_merge(&c);
     return SY_OK;
 }

@@ -496,9 +496,8 @@ static void check_attention_quantized(sy_dtype kt, sy_dtype vt)
 
 Test(cpu_attention, matches_the_reference_with_q8_0_kv) { check_attention_quantized(SY_DTYPE_Q8_0, SY_DTYPE_Q8_0); }
 Test(cpu_attention, matches_the_reference_with_q4_0_kv) { check_attention_quantized(SY_DTYPE_Q4_0, SY_DTYPE_Q4_0); }
-/* A quantised cache is dequantised once for the query heads of a kv head
- * that a lane takes together (at most 8): groups of 1, 3 and 18 heads,
- * and lanes whose ranges cut groups. */
+/* A tile of the cache (dequantised once when quantised) serves every query
+ * head of every kv head: groups of 1, 3 and 18 heads. */
 Test(cpu_attention, shares_dequantized_tiles_across_query_heads)
 {
     check_attention_gqa(SY_DTYPE_Q8_0, SY_DTYPE_Q8_0, 18, 1, 64, 1, 100, 99, 0);
@@ -511,6 +510,31 @@ Test(cpu_attention, matches_the_reference_with_quantized_k_or_v_only)
 {
     check_attention_quantized(SY_DTYPE_Q8_0, SY_DTYPE_F16);
     check_attention_quantized(SY_DTYPE_F32, SY_DTYPE_Q4_0);
+}
+
+/* With fewer query tokens than lanes want, the key range is cut into
+ * chunks of 128 positions or more whose partial softmaxes are merged
+ * (2 and 3 threads): chunks that the causal mask or the window leaves
+ * empty or cuts mid-tile, two tokens whose ranges end apart, and every
+ * K/V dtype. */
+Test(cpu_attention, merges_the_key_chunks_of_a_long_decode)
+{
+    check_attention_gqa(SY_DTYPE_F16, SY_DTYPE_F16, 9, 3, 64, 1, 700, 699, 0);
+    check_attention_gqa(SY_DTYPE_F32, SY_DTYPE_F32, 8, 2, 64, 1, 600, 400, 0);
+    check_attention_gqa(SY_DTYPE_F16, SY_DTYPE_F16, 8, 2, 64, 1, 650, 649, 301);
+    check_attention_gqa(SY_DTYPE_F16, SY_DTYPE_F32, 32, 4, 64, 2, 530, 518, 0);
+    check_attention_gqa(SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, 9, 3, 64, 1, 520, 519, 0);
+    check_attention_gqa(SY_DTYPE_F16, SY_DTYPE_Q8_0, 4, 1, 256, 1, 300, 299, 0);
+    check_attention_gqa(SY_DTYPE_F16, SY_DTYPE_F16, 8, 2, 20, 1, 400, 399, 0);
+}
+
+/* Prefill runs blocks of up to 4 tokens against each tile: blocks that end
+ * short, tokens of one block with different causal and window ranges. */
+Test(cpu_attention, runs_blocks_of_prefill_tokens_against_shared_tiles)
+{
+    check_attention_gqa(SY_DTYPE_F16, SY_DTYPE_F16, 9, 3, 64, 40, 40, 0, 0);
+    check_attention_gqa(SY_DTYPE_F16, SY_DTYPE_F16, 8, 2, 64, 37, 100, 63, 20);
+    check_attention_gqa(SY_DTYPE_Q4_0, SY_DTYPE_F32, 8, 2, 32, 33, 90, 50, 7);
 }
 
 /* ------------------------------------------------------------- kv_write */
