@@ -9,7 +9,9 @@
 #                           [--rounds 3] [SRC.c ...]
 # SRC defaults to plugins/cpu/cpu_kernels_attention.c; give an older copy
 # (git show REV:plugins/cpu/cpu_kernels_attention.c > /tmp/old.c) and the
-# tree's to compare them.  SHAPE: smollm2, 1b or gemma.
+# tree's to compare them, or another checkout's plugins/cpu folder (git
+# worktree add /tmp/old REV) when the ISA tables changed too.  SHAPE:
+# smollm2, 1b or gemma.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 shape=smollm2 depths="512 2048" threads="1 2" kv=f16 rounds=3
@@ -36,11 +38,18 @@ flags="-std=c11 -O2 -D_GNU_SOURCE -I$root/framework/include -I$root/ops -I$p \
 i=0
 for src in "$@"; do
     i=$((i + 1))
+    # A folder is another checkout's plugins/cpu: all its kernel sources.
+    dir=$p
+    if [ -d "$src" ]; then
+        dir=$src
+        src=$src/cpu_kernels_attention.c
+    fi
     # shellcheck disable=SC2086
-    $cc $flags "$root/bench/attention_bench.c" "$src" "$p/cpu_threadpool.c" "$p/cpu_isa.c" \
-        "$p/cpu_kernels_scalar.c" "$p/cpu_kernels_avx2.c" "$p/cpu_kernels_dequant_avx2.c" \
-        "$p/cpu_kernels_qdot_scalar.c" "$p/cpu_kernels_qdot_avx2.c" \
-        "$p/cpu_kernels_qdot_avxvnni.c" "$p/cpu_kernels_qdot_avx512.c" "$root/ops/quants.c" \
+    $cc -I"$dir" $flags "$root/bench/attention_bench.c" "$src" "$dir/cpu_threadpool.c" \
+        "$dir/cpu_isa.c" "$dir/cpu_kernels_scalar.c" "$dir/cpu_kernels_avx2.c" \
+        "$dir/cpu_kernels_dequant_avx2.c" "$dir/cpu_kernels_qdot_scalar.c" \
+        "$dir/cpu_kernels_qdot_avx2.c" "$dir/cpu_kernels_qdot_avxvnni.c" \
+        "$dir/cpu_kernels_qdot_avx512.c" "$root/ops/quants.c" \
         -o "$out/bench$i" $(pkg-config --cflags --libs hwloc) -lpthread -lm
 done
 for r in $(seq "$rounds"); do

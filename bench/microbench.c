@@ -377,7 +377,7 @@ static void bench_attention(const cpu_isa_table *isa, int64_t n, int64_t d)
     for (int r = 0; r < ATT_ROUNDS; r++) {
         double t0 = now_s();
         for (int rep = 0; rep < 200; rep++)
-            isa->dot_rows(kv, stride, true, n, q, d, 0.125f, sc);
+            isa->dot_rows(kv, stride, true, n, q, d, 1, d, 0.125f, sc, n);
         t[0][r] = now_s() - t0;
         t0 = now_s();
         for (int rep = 0; rep < 200; rep++)
@@ -386,7 +386,7 @@ static void bench_attention(const cpu_isa_table *isa, int64_t n, int64_t d)
         t[1][r] = now_s() - t0;
         t0 = now_s();
         for (int rep = 0; rep < 200; rep++)
-            isa->mix_rows(acc, kv, stride, true, n, sc, d);
+            isa->mix_rows(acc, d, kv, stride, true, n, sc, n, 1, d);
         t[2][r] = now_s() - t0;
         t0 = now_s();
         for (int rep = 0; rep < 200; rep++)

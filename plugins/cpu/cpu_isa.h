@@ -142,14 +142,18 @@ typedef struct cpu_isa_table {
     /* y[i] = gelu(a[i]) (tanh approximation; times b[i] when b is not NULL:
      * GeGLU); y may be a. */
     void (*gelu_f32)(float *y, const float *a, const float *b, int64_t n);
-    /* out[j] = scale * (row j . q) for |n| F16 (|f16|) or F32 rows of |d|
-     * elements, |stride| bytes apart (attention scores). */
+    /* Attention's scores for the |nh| query heads that share one kv head:
+     * out[h * out_stride + j] = scale * (row j . q_h), q_h = q + h * q_stride,
+     * for |n| F16 (|f16|) or F32 rows of |d| elements, |stride| bytes
+     * apart.  Each row is read once for all the heads. */
     void (*dot_rows)(const void *rows, size_t stride, bool f16, int64_t n, const float *q,
-                     int64_t d, float scale, float *out);
-    /* acc[i] += sum_j p[j] * row_j[i] over the same kind of rows
-     * (attention's mix of values). */
-    void (*mix_rows)(float *acc, const void *rows, size_t stride, bool f16, int64_t n,
-                     const float *p, int64_t d);
+                     int64_t q_stride, int64_t nh, int64_t d, float scale, float *out,
+                     int64_t out_stride);
+    /* Attention's mix of values for the same heads:
+     * acc_h[i] += sum_j p_h[j] * row_j[i] with acc_h = acc + h * acc_stride,
+     * p_h = p + h * p_stride, over the same kind of rows. */
+    void (*mix_rows)(float *acc, int64_t acc_stride, const void *rows, size_t stride, bool f16,
+                     int64_t n, const float *p, int64_t p_stride, int64_t nh, int64_t d);
     /* y[i] = exp(x[i] * scale - shift); returns the sum of y.  y may be x. */
     float (*exp_sum_f32)(float *y, const float *x, float scale, float shift, int64_t n);
     /* Row dequantizers for every dtype (F32 copies, I32 converts by value). */

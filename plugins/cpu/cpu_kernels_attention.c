@@ -125,13 +125,14 @@ static void cpu_attention_item(void *arg, int64_t item, uint32_t lane)
     const cpu_attention_ctx *c = arg;
     const cpu_isa_table *isa = c->s->isa;
     const int64_t d = c->q->ne[0], hq = c->q->ne[1], tokens = c->q->ne[2];
-    const int64_t group = hq / c->k->ne[1];
+    const int64_t hkv = c->k->ne[1], group = hq / hkv;
+    const int64_t q_stride = (int64_t)(c->q->nb[1] / sizeof(float));
     const int64_t chunk = item % c->chunks, t0 = item / c->chunks * c->per_item;
     const int64_t nt = tokens - t0 < c->per_item ? tokens - t0 : c->per_item;
-    const int64_t tile_floats = c->tile * c->k->ne[1] * d;
+    const int64_t tile_floats = c->tile * hkv * d;
 
     float *k_tile = c->s->lanes[lane].scratch, *v_tile = k_tile + tile_floats;
-    float *scores = v_tile + tile_floats, *run_max = scores + c->tile;
+    float *scores = v_tile + tile_floats, *run_max = scores + group * c->tile;
     float *run_sum = run_max + nt * hq, *acc = run_sum + nt * hq;
     for (int64_t i = 0; i < nt * hq; i++)
         run_max[i] = -INFINITY, run_sum[i] = 0.0f;
@@ -150,8 +151,8 @@ static void cpu_attention_item(void *arg, int64_t item, uint32_t lane)
         const int64_t n = hi - j < c->tile ? hi - j : c->tile;
         cpu_attention_ahead next_k, next_v;
         const int64_t next_n = hi - j - n < c->tile ? hi - j - n : c->tile;
-        cpu_attention_ahead_init(&next_k, c->k, j + n, next_n, nt * hq);
-        cpu_attention_ahead_init(&next_v, c->v, j + n, next_n, nt * hq);
+        cpu_attention_ahead_init(&next_k, c->k, j + n, next_n, nt * (hq + 2 * hkv));
+        cpu_attention_ahead_init(&next_v, c->v, j + n, next_n, nt * (hq + 2 * hkv));
         size_t kps, khs, vps, vhs;
         bool kf16, vf16;
         const char *kr = cpu_attention_tile(c->k, c->k_deq, j, n, k_tile, &kps, &khs, &kf16);
@@ -163,26 +164,35 @@ static void cpu_attention_item(void *arg, int64_t item, uint32_t lane)
             b = b < j + n ? b : j + n;
             if (a >= b)
                 continue;
-            for (int64_t h = 0; h < hq; h++) {
-                const int64_t g = h / group, st = i * hq + h;
+            for (int64_t g = 0; g < hkv; g++) {
+                /* The group's query heads h0 .. h0 + group - 1 together. */
+                const int64_t h0 = g * group, st0 = i * hq + h0;
                 cpu_attention_ahead_step(&next_k);
                 cpu_attention_ahead_step(&next_v);
                 isa->dot_rows(kr + (a - j) * kps + g * khs, kps, kf16, b - a,
-                              (const float *)cpu_row(c->q, h, t0 + i, 0), d, c->scale, scores);
-                float m = run_max[st];
-                for (int64_t r = 0; r < b - a; r++)
-                    m = scores[r] > m ? scores[r] : m;
-                if (m > run_max[st]) {
-                    /* The running max grew: what was summed so far shrinks
-                     * by e^(old - new) (0 for the first tile: -inf). */
-                    const float f = expf(run_max[st] - m);
-                    isa->scale_f32(acc + st * d, acc + st * d, f, 0.0f, d);
-                    run_sum[st] *= f;
-                    run_max[st] = m;
+                              (const float *)cpu_row(c->q, h0, t0 + i, 0), q_stride, group, d,
+                              c->scale, scores, c->tile);
+                for (int64_t e = 0; e < group; e++) {
+                    cpu_attention_ahead_step(&next_k);
+                    cpu_attention_ahead_step(&next_v);
+                    float *sc = scores + e * c->tile, m = run_max[st0 + e];
+                    for (int64_t r = 0; r < b - a; r++)
+                        m = sc[r] > m ? sc[r] : m;
+                    if (m > run_max[st0 + e]) {
+                        /* The running max grew: what was summed so far
+                         * shrinks by e^(old - new) (0 for the first tile:
+                         * -inf). */
+                        const float f = expf(run_max[st0 + e] - m);
+                        isa->scale_f32(acc + (st0 + e) * d, acc + (st0 + e) * d, f, 0.0f, d);
+                        run_sum[st0 + e] *= f;
+                        run_max[st0 + e] = m;
+                    }
+                    run_sum[st0 + e] += isa->exp_sum_f32(sc, sc, 1.0f, m, b - a);
                 }
-                run_sum[st] += isa->exp_sum_f32(scores, scores, 1.0f, m, b - a);
-                isa->mix_rows(acc + st * d, vr + (a - j) * vps + g * vhs, vps, vf16, b - a,
-                              scores, d);
+                cpu_attention_ahead_step(&next_k);
+                cpu_attention_ahead_step(&next_v);
+                isa->mix_rows(acc + st0 * d, d, vr + (a - j) * vps + g * vhs, vps, vf16, b - a,
+                              scores, c->tile, group, d);
             }
         }
     }
@@ -297,7 +307,8 @@ sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **o
 
     const int64_t tile_floats = c.tile * hkv * d;
     sy_status st = cpu_scratch_reserve(
-        s, (size_t)(2 * tile_floats + c.tile + c.per_item * hq * (d + 2)) * sizeof(float));
+        s, (size_t)(2 * tile_floats + hq / hkv * c.tile + c.per_item * hq * (d + 2)) *
+               sizeof(float));
     if (st == SY_OK && c.chunks > 1) {
         const int64_t parts = tokens * hq * c.chunks;
         st = cpu_shared_reserve(s, (size_t)(parts * (d + 2)) * sizeof(float));

@@ -213,74 +213,171 @@ CPU_AVX2 static inline __m256 cpu_avx2_row8(const void *row, bool f16, int64_t i
     return f16 ? cpu_avx2_load_f16((const uint16_t *)row + i) : _mm256_loadu_ps((const float *)row + i);
 }
 
-/* Four rows at a time: q is loaded once per 4 rows and each row's sum
- * reduced once, instead of a call and a horizontal sum per row. */
-CPU_AVX2 static void cpu_avx2_dot_rows(const void *rows, size_t stride, bool f16, int64_t n,
-                                       const float *q, int64_t d, float scale, float *out)
+#define CPU_AVX2_INLINE CPU_AVX2 static inline __attribute__((always_inline))
+
+/* Scores of four rows for |hb| (1 or 2) heads: each row's 8 elements are
+ * loaded (and converted) once for both heads, q_h once per 4 rows, and the
+ * 4 x hb sums reduced in one horizontal pass per head.  |hb| and |f16| are
+ * constants at every call, so the loops unroll into registers (three
+ * heads' 12 sums spill: measured slower on the 1B shape). */
+CPU_AVX2_INLINE void cpu_avx2_dot4(const char *r0, size_t stride, bool f16, const float *q,
+                                   int64_t qs, int hb, int64_t d, float scale, float *out,
+                                   int64_t os)
 {
+    const char *r[4] = {r0, r0 + stride, r0 + 2 * stride, r0 + 3 * stride};
     const int64_t d8 = d / 8 * 8;
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        const char *r0 = (const char *)rows + j * (int64_t)stride;
-        const char *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
-        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-        __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
-        for (int64_t i = 0; i < d8; i += 8) {
-            const __m256 qv = _mm256_loadu_ps(q + i);
-            a0 = _mm256_fmadd_ps(cpu_avx2_row8(r0, f16, i), qv, a0);
-            a1 = _mm256_fmadd_ps(cpu_avx2_row8(r1, f16, i), qv, a1);
-            a2 = _mm256_fmadd_ps(cpu_avx2_row8(r2, f16, i), qv, a2);
-            a3 = _mm256_fmadd_ps(cpu_avx2_row8(r3, f16, i), qv, a3);
-        }
-        /* One horizontal pass for the four sums. */
-        const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-        __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-        float sums[4];
-        _mm_storeu_ps(sums, s4);
-        for (int r = 0; r < 4; r++) {
-            const char *row = (const char *)rows + (j + r) * (int64_t)stride;
-            for (int64_t i = d8; i < d; i++)
-                sums[r] += (f16 ? cpu_avx2_h2f(((const uint16_t *)row)[i]) : ((const float *)row)[i]) * q[i];
-            out[j + r] = sums[r] * scale;
+    __m256 a[2][4];
+#pragma GCC unroll 2
+    for (int h = 0; h < hb; h++)
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            a[h][k] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < d8; i += 8) {
+        __m256 x[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            x[k] = cpu_avx2_row8(r[k], f16, i);
+#pragma GCC unroll 2
+        for (int h = 0; h < hb; h++) {
+            const __m256 qv = _mm256_loadu_ps(q + h * qs + i);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++)
+                a[h][k] = _mm256_fmadd_ps(x[k], qv, a[h][k]);
         }
     }
-    for (; j < n; j++) {
-        const void *row = (const char *)rows + j * (int64_t)stride;
-        out[j] = (f16 ? cpu_avx2_dot_f16(row, q, d) : cpu_avx2_dot_f32(row, q, d)) * scale;
+#pragma GCC unroll 2
+    for (int h = 0; h < hb; h++) {
+        const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a[h][0], a[h][1]),
+                                        _mm256_hadd_ps(a[h][2], a[h][3]));
+        float sums[4];
+        _mm_storeu_ps(sums, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+        for (int k = 0; k < 4; k++) {
+            for (int64_t i = d8; i < d; i++)
+                sums[k] += (f16 ? cpu_avx2_h2f(((const uint16_t *)r[k])[i])
+                                : ((const float *)r[k])[i]) *
+                           q[h * qs + i];
+            out[h * os + k] = sums[k] * scale;
+        }
     }
 }
 
-CPU_AVX2 static void cpu_avx2_mix_rows(float *acc, const void *rows, size_t stride, bool f16,
-                                       int64_t n, const float *p, int64_t d)
+/* Rows four at a time, heads two at a time; the last rows one by one. */
+CPU_AVX2_INLINE void cpu_avx2_dot_rows_as(const char *rows, size_t stride, bool f16, int64_t n,
+                                          const float *q, int64_t qs, int64_t nh, int64_t d,
+                                          float scale, float *out, int64_t os)
 {
-    const int64_t d8 = d / 8 * 8;
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) {
-        const char *r0 = (const char *)rows + j * (int64_t)stride;
-        const char *r1 = r0 + stride, *r2 = r1 + stride, *r3 = r2 + stride;
-        const __m256 p0 = _mm256_set1_ps(p[j]), p1 = _mm256_set1_ps(p[j + 1]);
-        const __m256 p2 = _mm256_set1_ps(p[j + 2]), p3 = _mm256_set1_ps(p[j + 3]);
-        for (int64_t i = 0; i < d8; i += 8) {
-            __m256 a = _mm256_loadu_ps(acc + i);
-            a = _mm256_fmadd_ps(p0, cpu_avx2_row8(r0, f16, i), a);
-            a = _mm256_fmadd_ps(p1, cpu_avx2_row8(r1, f16, i), a);
-            a = _mm256_fmadd_ps(p2, cpu_avx2_row8(r2, f16, i), a);
-            a = _mm256_fmadd_ps(p3, cpu_avx2_row8(r3, f16, i), a);
-            _mm256_storeu_ps(acc + i, a);
+    for (int64_t h = 0; h < nh; h += 2) {
+        const int64_t hb = nh - h < 2 ? nh - h : 2;
+        const float *qh = q + h * qs;
+        float *oh = out + h * os;
+        int64_t j = 0;
+        for (; j + 4 <= n; j += 4) {
+            const char *r = rows + j * (int64_t)stride;
+            if (hb == 2)
+                cpu_avx2_dot4(r, stride, f16, qh, qs, 2, d, scale, oh + j, os);
+            else
+                cpu_avx2_dot4(r, stride, f16, qh, qs, 1, d, scale, oh + j, os);
         }
-        for (int64_t i = d8; i < d; i++)
-            for (int r = 0; r < 4; r++) {
-                const char *row = (const char *)rows + (j + r) * (int64_t)stride;
-                acc[i] += p[j + r] * (f16 ? cpu_avx2_h2f(((const uint16_t *)row)[i]) : ((const float *)row)[i]);
+        for (; j < n; j++) {
+            const void *row = rows + j * (int64_t)stride;
+            for (int64_t k = 0; k < hb; k++)
+                oh[k * os + j] = (f16 ? cpu_avx2_dot_f16(row, qh + k * qs, d)
+                                      : cpu_avx2_dot_f32(row, qh + k * qs, d)) *
+                                 scale;
+        }
+    }
+}
+
+CPU_AVX2 static void cpu_avx2_dot_rows(const void *rows, size_t stride, bool f16, int64_t n,
+                                       const float *q, int64_t q_stride, int64_t nh, int64_t d,
+                                       float scale, float *out, int64_t out_stride)
+{
+    if (f16)
+        cpu_avx2_dot_rows_as(rows, stride, true, n, q, q_stride, nh, d, scale, out, out_stride);
+    else
+        cpu_avx2_dot_rows_as(rows, stride, false, n, q, q_stride, nh, d, scale, out, out_stride);
+}
+
+/* acc_h[i, i + 8 * w) += sum_j p_h[j] * row_j[i, ...) for |hb| (1..4)
+ * heads and |w| (1 or 2) vectors: the accumulators stay in registers over
+ * all n rows, each row's vectors are loaded once for all heads, and the
+ * hb x w chains hide the FMA latency.  Constant |hb|, |w|, |f16|. */
+CPU_AVX2_INLINE void cpu_avx2_mix_block(float *acc, int64_t as, const char *rows, size_t stride,
+                                        bool f16, int64_t n, const float *p, int64_t ps, int hb,
+                                        int w, int64_t i)
+{
+    __m256 a[4][2];
+#pragma GCC unroll 4
+    for (int h = 0; h < hb; h++)
+#pragma GCC unroll 2
+        for (int k = 0; k < w; k++)
+            a[h][k] = _mm256_loadu_ps(acc + h * as + i + 8 * k);
+    for (int64_t j = 0; j < n; j++) {
+        const char *r = rows + j * (int64_t)stride;
+        __m256 x[2];
+#pragma GCC unroll 2
+        for (int k = 0; k < w; k++)
+            x[k] = cpu_avx2_row8(r, f16, i + 8 * k);
+#pragma GCC unroll 4
+        for (int h = 0; h < hb; h++) {
+            const __m256 pv = _mm256_broadcast_ss(p + h * ps + j);
+#pragma GCC unroll 2
+            for (int k = 0; k < w; k++)
+                a[h][k] = _mm256_fmadd_ps(pv, x[k], a[h][k]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < hb; h++)
+#pragma GCC unroll 2
+        for (int k = 0; k < w; k++)
+            _mm256_storeu_ps(acc + h * as + i + 8 * k, a[h][k]);
+}
+
+CPU_AVX2_INLINE void cpu_avx2_mix_heads(float *acc, int64_t as, const char *rows, size_t stride,
+                                        bool f16, int64_t n, const float *p, int64_t ps, int hb,
+                                        int64_t d)
+{
+    int64_t i = 0;
+    for (; i + 16 <= d; i += 16)
+        cpu_avx2_mix_block(acc, as, rows, stride, f16, n, p, ps, hb, 2, i);
+    for (; i + 8 <= d; i += 8)
+        cpu_avx2_mix_block(acc, as, rows, stride, f16, n, p, ps, hb, 1, i);
+    for (; i < d; i++)
+        for (int h = 0; h < hb; h++)
+            for (int64_t j = 0; j < n; j++) {
+                const char *r = rows + j * (int64_t)stride;
+                acc[h * as + i] += p[h * ps + j] * (f16 ? cpu_avx2_h2f(((const uint16_t *)r)[i])
+                                                        : ((const float *)r)[i]);
             }
-    }
-    for (; j < n; j++) {
-        const void *row = (const char *)rows + j * (int64_t)stride;
-        if (f16)
-            cpu_avx2_axpy_f16(acc, p[j], row, d);
+}
+
+CPU_AVX2_INLINE void cpu_avx2_mix_rows_as(float *acc, int64_t as, const char *rows,
+                                          size_t stride, bool f16, int64_t n, const float *p,
+                                          int64_t ps, int64_t nh, int64_t d)
+{
+    for (int64_t h = 0; h < nh; h += 4) {
+        const int64_t hb = nh - h < 4 ? nh - h : 4;
+        float *ah = acc + h * as;
+        const float *ph = p + h * ps;
+        if (hb == 4)
+            cpu_avx2_mix_heads(ah, as, rows, stride, f16, n, ph, ps, 4, d);
+        else if (hb == 3)
+            cpu_avx2_mix_heads(ah, as, rows, stride, f16, n, ph, ps, 3, d);
+        else if (hb == 2)
+            cpu_avx2_mix_heads(ah, as, rows, stride, f16, n, ph, ps, 2, d);
         else
-            cpu_avx2_axpy_f32(acc, p[j], row, d);
+            cpu_avx2_mix_heads(ah, as, rows, stride, f16, n, ph, ps, 1, d);
     }
+}
+
+CPU_AVX2 static void cpu_avx2_mix_rows(float *acc, int64_t acc_stride, const void *rows,
+                                       size_t stride, bool f16, int64_t n, const float *p,
+                                       int64_t p_stride, int64_t nh, int64_t d)
+{
+    if (f16)
+        cpu_avx2_mix_rows_as(acc, acc_stride, rows, stride, true, n, p, p_stride, nh, d);
+    else
+        cpu_avx2_mix_rows_as(acc, acc_stride, rows, stride, false, n, p, p_stride, nh, d);
 }
 
 CPU_AVX2 static float cpu_avx2_fdot_f32(const void *w, const float *x, int64_t n)

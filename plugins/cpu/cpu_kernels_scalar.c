@@ -89,25 +89,29 @@ static float cpu_scalar_row_elem(const void *row, bool f16, int64_t i)
 }
 
 static void cpu_scalar_dot_rows(const void *rows, size_t stride, bool f16, int64_t n, const float *q,
-                                int64_t d, float scale, float *out)
+                                int64_t q_stride, int64_t nh, int64_t d, float scale, float *out,
+                                int64_t out_stride)
 {
-    for (int64_t j = 0; j < n; j++) {
-        const void *r = (const char *)rows + j * (int64_t)stride;
-        float sum = 0.0f;
-        for (int64_t i = 0; i < d; i++)
-            sum += cpu_scalar_row_elem(r, f16, i) * q[i];
-        out[j] = sum * scale;
-    }
+    for (int64_t h = 0; h < nh; h++)
+        for (int64_t j = 0; j < n; j++) {
+            const void *r = (const char *)rows + j * (int64_t)stride;
+            float sum = 0.0f;
+            for (int64_t i = 0; i < d; i++)
+                sum += cpu_scalar_row_elem(r, f16, i) * q[h * q_stride + i];
+            out[h * out_stride + j] = sum * scale;
+        }
 }
 
-static void cpu_scalar_mix_rows(float *acc, const void *rows, size_t stride, bool f16, int64_t n,
-                                const float *p, int64_t d)
+static void cpu_scalar_mix_rows(float *acc, int64_t acc_stride, const void *rows, size_t stride,
+                                bool f16, int64_t n, const float *p, int64_t p_stride, int64_t nh,
+                                int64_t d)
 {
-    for (int64_t j = 0; j < n; j++) {
-        const void *r = (const char *)rows + j * (int64_t)stride;
-        for (int64_t i = 0; i < d; i++)
-            acc[i] += p[j] * cpu_scalar_row_elem(r, f16, i);
-    }
+    for (int64_t h = 0; h < nh; h++)
+        for (int64_t j = 0; j < n; j++) {
+            const void *r = (const char *)rows + j * (int64_t)stride;
+            for (int64_t i = 0; i < d; i++)
+                acc[h * acc_stride + i] += p[h * p_stride + j] * cpu_scalar_row_elem(r, f16, i);
+        }
 }
 
 static float cpu_scalar_exp_sum_f32(float *y, const float *x, float scale, float shift, int64_t n)
