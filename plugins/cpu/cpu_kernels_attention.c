@@ -1,34 +1,37 @@
 /* ATTENTION: out[:, h, t] = softmax(q[:, h, t] . K[:, g, :] * scale) . V[:, g, :]
  * with g = h / (Hq / Hkv) (grouped-query attention), query t at position
  * n_past + t, a causal mask and an optional sliding window.  K and V are
- * F32, read in place, or F16, Q8_0 or Q4_0, converted to F32 a tile of
+ * F32 or F16, read in place, or Q8_0 or Q4_0, dequantised a tile of
  * positions at a time into lane scratch (ops/quants.c's values exactly;
  * only the float sums are ordered differently).
  *
  * The cache is [head dim, kv heads, positions]: one position's rows of
  * every kv head lie together, and the rows of one kv head are a stride
  * apart.  Memory serves a strided read of one head at the cost of all of
- * them (whole DRAM bursts and prefetched lines), so a work item reads a
- * tile of positions for every kv head at once, converts it once, and runs
- * every query head of every one of its tokens against it: the cache is
- * read once per work item, not once per query head.  Each (token, head)
- * keeps a running softmax over the tiles (max, sum, accumulator, rescaled
- * when the max grows), so scores never outlive their tile.
+ * them (whole DRAM bursts and prefetched lines), so a work item walks a
+ * tile of positions of every kv head at once and runs every query head of
+ * every one of its tokens against it, the query heads of one kv head
+ * together (isa->dot_rows and mix_rows read each row once for the group):
+ * the cache is read once per work item, not once per query head.  The
+ * next tile is prefetched in slices between the groups.  Each (token,
+ * head) keeps a running softmax over the tiles (max, sum, accumulator,
+ * rescaled when the max grows), so scores never outlive their tile.
  *
  * Work items are (block of query tokens, key chunk).  Prefill has blocks
  * enough for the lanes, and one chunk: a block's outputs are written at
  * its end.  Decode has one token, so its key range is cut into chunks,
- * one or more per lane; each chunk leaves its max, sum and accumulator in
- * shared scratch, and the calling lane merges them after the dispatch.
- * Items are claimed (cpu_pool_run_items), so lanes end within one item of
- * each other. */
+ * two per lane; each chunk leaves its max, sum and accumulator in shared
+ * scratch, and the calling lane merges them after the dispatch.  Items
+ * are claimed (cpu_pool_run_items), so lanes end within one item of each
+ * other. */
 #include <math.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
 
-/* F32 elements of one converted K or V tile: 32 KiB, so a K and a V tile
- * stay in L1/L2 while every query head reads them. */
+/* F32 elements of one dequantised K or V tile: 32 KiB, so a K and a V
+ * tile (or as many F16 positions, 16 KiB) stay in L1/L2 while every query
+ * head reads them. */
 #define CPU_ATT_TILE_FLOATS 8192
 /* Positions per tile at most (fewer when kv heads x head dim is large). */
 #define CPU_ATT_TILE_MAX 32
@@ -268,12 +271,14 @@ sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **o
     }
     if (q->ne[3] != 1 || k->ne[3] != 1 || v->ne[3] != 1 || k->ne[0] != q->ne[0] ||
         v->ne[0] != q->ne[0] || v->ne[1] != k->ne[1] || v->ne[2] != k->ne[2] ||
-        q->ne[1] % k->ne[1] != 0 || y->ne[0] != q->ne[0] || y->ne[1] != q->ne[1] ||
+        k->ne[1] < 1 || q->ne[1] % k->ne[1] != 0 || y->ne[0] != q->ne[0] || y->ne[1] != q->ne[1] ||
         y->ne[2] != q->ne[2] || node->params.i[0] < 0 || node->params.i[1] < 0) {
         *out_why = "shapes or mask parameters outside the attention rules";
         return SY_E_UNSUPPORTED;
     }
     const int64_t d = q->ne[0], hq = q->ne[1], tokens = q->ne[2], hkv = k->ne[1];
+    if (tokens == 0 || d == 0 || hq == 0)
+        return SY_OK; /* nothing to write */
     cpu_attention_ctx c = {.s = s, .q = q, .k = k, .v = v, .y = y, .scale = node->params.f[0],
                            .n_past = node->params.i[0], .window = node->params.i[1]};
     if (sy_dtype_is_quantized(k->dtype))
