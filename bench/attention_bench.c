@@ -26,6 +26,8 @@
 #include "cpu_threadpool.h"
 #include "quants_internal.h"
 
+#include "bench_clock.h"
+
 static void *ab_alloc(void *ctx, size_t size, size_t align)
 {
     (void)ctx;
@@ -65,19 +67,6 @@ sy_status cpu_shared_reserve(cpu_state *s, size_t bytes)
     s->shared = ab_alloc(NULL, bytes, CPU_ALIGN);
     s->shared_size = s->shared ? bytes : 0;
     return s->shared ? SY_OK : SY_E_NO_MEMORY;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 static void tensor_init(sy_tensor *t, sy_dtype dtype, int64_t n0, int64_t n1, int64_t n2)
@@ -190,8 +179,7 @@ int main(int argc, char **argv)
         if (r >= 0)
             t[r] = (now_s() - t0) / 4.0;
     }
-    qsort(t, (size_t)rounds, sizeof *t, cmp_double);
-    const double med = t[rounds / 2];
+    const double med = median(t, rounds);
     const double bytes = 2.0 * (double)layers * (double)hkv * (double)(depth + 1) *
                          (double)sy_tensor_row_size(&k[0]);
     printf("%s depth=%lld t=%u kv=%s: %.3f ms/token (min %.3f), K+V %.1f MB/token, %.1f GB/s"
