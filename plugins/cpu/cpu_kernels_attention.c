@@ -105,14 +105,15 @@ typedef struct cpu_attention_ahead {
 static void cpu_attention_ahead_init(cpu_attention_ahead *a, const sy_tensor *t, int64_t j,
                                      int64_t n, int64_t slices)
 {
-    a->done = 0;
-    a->bytes = 0;
+    *a = (cpu_attention_ahead){0};
     if (n <= 0)
         return;
     a->p = cpu_row(t, 0, j, 0);
     a->bytes = (size_t)(n - 1) * t->nb[2] + (size_t)(t->ne[1] - 1) * t->nb[1] +
                (size_t)sy_tensor_row_size(t);
+    /* Whole lines, one at least (a slice of 0 would never move on). */
     a->slice = (a->bytes / (size_t)slices + 63) / 64 * 64;
+    a->slice = a->slice ? a->slice : 64;
 }
 
 static inline void cpu_attention_ahead_step(cpu_attention_ahead *a)
