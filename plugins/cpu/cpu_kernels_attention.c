@@ -116,11 +116,15 @@ static void cpu_attention_ahead_init(cpu_attention_ahead *a, const sy_tensor *t,
     a->slice = a->slice ? a->slice : 64;
 }
 
-static inline void cpu_attention_ahead_step(cpu_attention_ahead *a)
+/* One slice of each of the next K and V tiles. */
+static inline void cpu_attention_ahead_step(cpu_attention_ahead next[2])
 {
-    const size_t end = a->done + a->slice < a->bytes ? a->done + a->slice : a->bytes;
-    for (; a->done < end; a->done += 64)
-        __builtin_prefetch(a->p + a->done, 0, 2);
+    for (int i = 0; i < 2; i++) {
+        cpu_attention_ahead *a = &next[i];
+        const size_t end = a->done + a->slice < a->bytes ? a->done + a->slice : a->bytes;
+        for (; a->done < end; a->done += 64)
+            __builtin_prefetch(a->p + a->done, 0, 2);
+    }
 }
 
 /* One work item: query tokens [t0, t0 + nt) against key chunk |chunk|. */
@@ -133,10 +137,12 @@ static void cpu_attention_item(void *arg, int64_t item, uint32_t lane)
     const int64_t q_stride = (int64_t)(c->q->nb[1] / sizeof(float));
     const int64_t chunk = item % c->chunks, t0 = item / c->chunks * c->per_item;
     const int64_t nt = tokens - t0 < c->per_item ? tokens - t0 : c->per_item;
-    const int64_t tile_floats = c->tile * hkv * d;
+    /* Dequantised tiles only for a quantised K or V. */
+    const int64_t k_floats = c->k_deq ? c->tile * hkv * d : 0;
+    const int64_t v_floats = c->v_deq ? c->tile * hkv * d : 0;
 
-    float *k_tile = c->s->lanes[lane].scratch, *v_tile = k_tile + tile_floats;
-    float *scores = v_tile + tile_floats, *run_max = scores + group * c->tile;
+    float *k_tile = c->s->lanes[lane].scratch, *v_tile = k_tile + k_floats;
+    float *scores = v_tile + v_floats, *run_max = scores + group * c->tile;
     float *run_sum = run_max + nt * hq, *acc = run_sum + nt * hq;
     for (int64_t i = 0; i < nt * hq; i++)
         run_max[i] = -INFINITY, run_sum[i] = 0.0f;
@@ -153,10 +159,10 @@ static void cpu_attention_item(void *arg, int64_t item, uint32_t lane)
 
     for (int64_t j = lo; j < hi; j += c->tile) {
         const int64_t n = hi - j < c->tile ? hi - j : c->tile;
-        cpu_attention_ahead next_k, next_v;
+        cpu_attention_ahead next[2]; /* K, V */
         const int64_t next_n = hi - j - n < c->tile ? hi - j - n : c->tile;
-        cpu_attention_ahead_init(&next_k, c->k, j + n, next_n, nt * (hq + 2 * hkv));
-        cpu_attention_ahead_init(&next_v, c->v, j + n, next_n, nt * (hq + 2 * hkv));
+        cpu_attention_ahead_init(&next[0], c->k, j + n, next_n, nt * (hq + 2 * hkv));
+        cpu_attention_ahead_init(&next[1], c->v, j + n, next_n, nt * (hq + 2 * hkv));
         size_t kps, khs, vps, vhs;
         bool kf16, vf16;
         const char *kr = cpu_attention_tile(c->k, c->k_deq, j, n, k_tile, &kps, &khs, &kf16);
@@ -171,14 +177,12 @@ static void cpu_attention_item(void *arg, int64_t item, uint32_t lane)
             for (int64_t g = 0; g < hkv; g++) {
                 /* The group's query heads h0 .. h0 + group - 1 together. */
                 const int64_t h0 = g * group, st0 = i * hq + h0;
-                cpu_attention_ahead_step(&next_k);
-                cpu_attention_ahead_step(&next_v);
+                cpu_attention_ahead_step(next);
                 isa->dot_rows(kr + (a - j) * kps + g * khs, kps, kf16, b - a,
                               (const float *)cpu_row(c->q, h0, t0 + i, 0), q_stride, group, d,
                               c->scale, scores, c->tile);
                 for (int64_t e = 0; e < group; e++) {
-                    cpu_attention_ahead_step(&next_k);
-                    cpu_attention_ahead_step(&next_v);
+                    cpu_attention_ahead_step(next);
                     float *sc = scores + e * c->tile, m = run_max[st0 + e];
                     for (int64_t r = 0; r < b - a; r++)
                         m = sc[r] > m ? sc[r] : m;
@@ -193,8 +197,7 @@ static void cpu_attention_item(void *arg, int64_t item, uint32_t lane)
                     }
                     run_sum[st0 + e] += isa->exp_sum_f32(sc, sc, 1.0f, m, b - a);
                 }
-                cpu_attention_ahead_step(&next_k);
-                cpu_attention_ahead_step(&next_v);
+                cpu_attention_ahead_step(next);
                 isa->mix_rows(acc + st0 * d, d, vr + (a - j) * vps + g * vhs, vps, vf16, b - a,
                               scores, c->tile, group, d);
             }
@@ -311,9 +314,9 @@ sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **o
     c.chunk_len = c.chunks > 1 ? ((span + c.chunks - 1) / c.chunks + c.tile - 1) / c.tile * c.tile
                                : (span > 1 ? span : 1);
 
-    const int64_t tile_floats = c.tile * hkv * d;
+    const int64_t tile_floats = ((c.k_deq != NULL) + (c.v_deq != NULL)) * c.tile * hkv * d;
     sy_status st = cpu_scratch_reserve(
-        s, (size_t)(2 * tile_floats + hq / hkv * c.tile + c.per_item * hq * (d + 2)) *
+        s, (size_t)(tile_floats + hq / hkv * c.tile + c.per_item * hq * (d + 2)) *
                sizeof(float));
     if (st == SY_OK && c.chunks > 1) {
         const int64_t parts = tokens * hq * c.chunks;
