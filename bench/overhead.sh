@@ -172,7 +172,7 @@ function flush() {
     # a frame: "addr sym (dso)"
     dso = $NF; sym = $2
     if (leaf == "") { leaf = classify(sym, dso); leaf_sym = sym }
-    if (sym == "run_once") timed = 1
+    if (sym ~ /^run_once($|\.)/) timed = 1  # gcc may clone it (run_once.constprop.0)
     if (sym == "cpu_weight_packed" || sym == "cpu_repack_task") repack = 1
     # The plugin calls madvise only to release the file pages of a packed
     # weight; unwinding by frame pointers drops the caller of the frameless
