@@ -9,6 +9,9 @@
  *   attention  ns per key of the attention row kernels against a call per row
  *   pool       cost of one dispatch + barrier of the thread pool: empty
  *              tasks on 1..n lanes, and back-to-back dispatches
+ *   items      item jobs (cpu_pool_run_items) of 0.25 us items in the
+ *              counts of SmolLM2's decode matmuls: what n lanes cost over
+ *              a perfect split of the 1-lane time
  * Every figure is the median of several rounds; the machine may be shared,
  * so compare variants within one run. */
 #include <hwloc.h>
@@ -411,6 +414,49 @@ static void bench_pool(cpu_pool *pool, uint32_t lanes)
     }
 }
 
+/* An item of about 0.25 us of arithmetic, the size of a decode matmul's
+ * tile on SmolLM2 (16 rows of 576). */
+static void busy_item(void *arg, int64_t item, uint32_t lane)
+{
+    volatile double *sink = arg;
+    double x = (double)item;
+    for (int i = 0; i < 200; i++)
+        x = x * 0.999999 + 1e-9;
+    sink[lane * 8] = x;
+}
+
+/* cpu_pool_run_items with items of the sizes of SmolLM2's decode matmuls
+ * (36, 96 and 615 tiles): time per dispatch on 1 lane and on every lane,
+ * and what the lanes cost over a perfect split of the 1-lane time. */
+static void bench_pool_items(cpu_pool *pool, uint32_t lanes)
+{
+    static const int64_t counts[] = {36, 96, 615};
+    double sink[8 * 64];
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        double one = 0;
+        for (uint32_t nth = 1; nth <= lanes; nth += lanes > 1 ? lanes - 1 : 1) {
+            double t[ROUNDS];
+            const int reps = (int)(400000 / counts[c]);
+            for (int r = 0; r < ROUNDS; r++) {
+                double t0 = now_s();
+                for (int k = 0; k < reps; k++)
+                    cpu_pool_run_items(pool, busy_item, sink, counts[c], nth);
+                t[r] = (now_s() - t0) / reps;
+            }
+            const double med = median(t, ROUNDS);
+            if (nth == 1)
+                one = med;
+            printf("pool items %4lld items, %u lane%s  %8.0f ns per dispatch", (long long)counts[c],
+                   nth, nth == 1 ? " " : "s", med * 1e9);
+            if (nth > 1)
+                printf(", %5.0f ns over 1-lane time / %u", (med - one / nth) * 1e9, nth);
+            printf("\n");
+            if (lanes == 1)
+                break;
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *what = argc > 1 ? argv[1] : "all";
@@ -433,6 +479,8 @@ int main(int argc, char **argv)
     cpu_isa_detect(&f);
     if (!strcmp(what, "all") || !strcmp(what, "pool"))
         bench_pool(pool, lanes);
+    if (!strcmp(what, "all") || !strcmp(what, "items"))
+        bench_pool_items(pool, lanes);
     if (!strcmp(what, "all") || !strcmp(what, "bandwidth"))
         bench_bandwidth(pool, lanes);
     if (!strcmp(what, "all") || !strcmp(what, "gemm")) {

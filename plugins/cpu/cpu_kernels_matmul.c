@@ -39,6 +39,11 @@
  * within one small tile of each other (with 8 per lane, on a 2-core VM the
  * caller waited 1-16 us in the barrier at about a tenth of the dispatches). */
 #define CPU_MATMUL_TILES_PER_LANE 32
+/* Weight bytes a decode tile reads at most (a few microseconds of memory
+ * time): with tiles/lane alone a big matmul's tiles grew with it (SmolLM2's
+ * output matmul, 30 MB in 64 tiles: the caller waited 9.8 us on average at
+ * its end for the other lane's last tile, against 0.2-0.4 us elsewhere). */
+#define CPU_MATMUL_TILE_MAX_BYTES (48 * 1024)
 /* Column elements below which the caller quantizes alone. */
 #define CPU_MATMUL_SERIAL_QUANTIZE 16384
 /* Columns from which a prefill takes the GEMM (where the table has one). */
@@ -335,6 +340,10 @@ static void cpu_matmul_plan_tiles(cpu_matmul_ctx *c, uint32_t nth, int64_t batch
     if (c->m_cols == 1) {
         int64_t want = c->n_rows / ((int64_t)nth * CPU_MATMUL_TILES_PER_LANE);
         want = (want + CPU_MATMUL_ROW_QUANTUM - 1) / CPU_MATMUL_ROW_QUANTUM * CPU_MATMUL_ROW_QUANTUM;
+        int64_t cap = CPU_MATMUL_TILE_MAX_BYTES / (row_bytes > 0 ? row_bytes : 1);
+        cap = cap / CPU_MATMUL_ROW_QUANTUM * CPU_MATMUL_ROW_QUANTUM;
+        if (want > cap)
+            want = cap;
         c->tile_rows = want < CPU_MATMUL_ROW_QUANTUM ? CPU_MATMUL_ROW_QUANTUM : want;
         if (nth == 1)
             c->tile_rows = c->n_rows;

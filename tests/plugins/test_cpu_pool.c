@@ -196,6 +196,73 @@ Test(cpu_pool, runs_every_item_exactly_once_per_dispatch)
     }
 }
 
+/* A lane stalled inside an item job (preempted, or a slow core) holds only
+ * the items it has claimed; the other lane takes all the rest.  Lane 1's
+ * first item waits for lane 0 to have run every item but
+ * POOL_MAX_HELD (or gives up after two seconds): a lane that claimed more
+ * of its home range at once leaves lane 0 short.  (Lane 0 counts an item
+ * as it starts it.) */
+#define POOL_STALL_ITEMS 40
+#define POOL_MAX_HELD 4
+
+typedef struct pool_stall_job {
+    atomic_uint runs[POOL_STALL_ITEMS];
+    atomic_uint lane0_runs;
+    atomic_bool stalled;
+} pool_stall_job;
+
+static double pool_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void pool_stall_item(void *ctx, int64_t item, uint32_t lane)
+{
+    pool_stall_job *job = ctx;
+    if (lane == 0) {
+        /* Lane 0's first item waits for lane 1 to have come (or 50 ms):
+         * alone, it ran all 40 tiny items before the worker woke up. */
+        if (atomic_fetch_add(&job->lane0_runs, 1) == 0) {
+            const double give_up = pool_now_s() + 0.05;
+            while (!atomic_load(&job->stalled) && pool_now_s() < give_up)
+                ;
+        }
+    } else if (!atomic_exchange(&job->stalled, true)) {
+        const double give_up = pool_now_s() + 2.0;
+        while (atomic_load(&job->lane0_runs) < POOL_STALL_ITEMS - POOL_MAX_HELD &&
+               pool_now_s() < give_up)
+            ;
+    }
+    atomic_fetch_add(&job->runs[item], 1);
+}
+
+Test(cpu_pool, a_stalled_lane_holds_only_a_few_items)
+{
+    sy_host host;
+    pool_host_init(&host);
+    cpu_pool *pool = NULL;
+    cr_assert_eq(cpu_pool_create(&host, NULL, 2, false, &pool), SY_OK);
+    bool stalled_once = false;
+    for (int d = 0; d < 200; d++) {
+        pool_stall_job job;
+        memset(&job, 0, sizeof job);
+        cpu_pool_run_items(pool, pool_stall_item, &job, POOL_STALL_ITEMS, 2);
+        for (int i = 0; i < POOL_STALL_ITEMS; i++)
+            cr_assert_eq(atomic_load(&job.runs[i]), 1u, "dispatch %d: item %d ran %u times", d,
+                         i, atomic_load(&job.runs[i]));
+        if (!atomic_load(&job.stalled))
+            continue; /* lane 1 came too late to run any item */
+        stalled_once = true;
+        cr_assert_geq(atomic_load(&job.lane0_runs), POOL_STALL_ITEMS - POOL_MAX_HELD,
+                      "dispatch %d: lane 0 ran %u of %d items while lane 1 stalled", d,
+                      atomic_load(&job.lane0_runs), POOL_STALL_ITEMS);
+    }
+    cr_assert(stalled_once, "lane 1 never ran an item in 200 dispatches");
+    cpu_pool_destroy(pool);
+}
+
 Test(cpu_pool, refuses_zero_threads)
 {
     sy_host host;
