@@ -1,6 +1,6 @@
 #!/bin/sh
 # Builds and runs bench/microbench.c against the CPU plugin's sources.
-# usage: bench/microbench.sh [all|pool|bandwidth|qdot|ab] [LANES] [TABLE]
+# usage: bench/microbench.sh [all|pool|items|bandwidth|qdot|gemm|attention|ab] [LANES] [TABLE]
 # "ab" compares the avx512 table with bench/qdot_variant.c built with
 # $VARIANT_CFLAGS, interleaved round by round.
 set -eu
