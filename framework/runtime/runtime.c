@@ -503,18 +503,23 @@ const char *sy__support_reason_name(uint32_t reason)
 
 bool sy__device_supports(const sy__device *dev, const sy_node *node, sy_support *out_why)
 {
-    memset(out_why, 0, sizeof *out_why);
+    /* The reason and an empty text, not all 196 bytes: planning and the
+     * executor's checks ask about every node, and zeroing the struct twice
+     * per node cost more than the plugin's answer. */
+    out_why->reason = SY_SUPPORT_YES;
+    out_why->text[0] = '\0';
     /* View nodes compute nothing: every device "runs" them by aliasing, so
      * the scheduler never moves data just to satisfy one. */
     if (sy_op_is_view(node->op))
         return true;
     const sy__plugin *p = dev->plugin;
     bool ok = p->desc.supports(p->state, dev->index, node, out_why);
-    out_why->text[sizeof out_why->text - 1] = '\0';
     if (ok) {
-        memset(out_why, 0, sizeof *out_why);
+        out_why->reason = SY_SUPPORT_YES;
+        out_why->text[0] = '\0';
         return true;
     }
+    out_why->text[sizeof out_why->text - 1] = '\0';
     /* A "no" must carry a reason the scheduler can record. */
     if (out_why->reason == SY_SUPPORT_YES)
         out_why->reason = SY_UNSUPPORTED_OP;
@@ -529,7 +534,6 @@ bool sy_runtime_device_supports(const sy_runtime *rt, uint32_t i, const sy_node 
 {
     sy_support scratch;
     sy_support *why = out_why ? out_why : &scratch;
-    memset(why, 0, sizeof *why);
     if (!rt || !node || i >= rt->device_count) {
         why->reason = SY_UNSUPPORTED_OP;
         snprintf(why->text, sizeof why->text, "%s",

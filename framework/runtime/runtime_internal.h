@@ -128,7 +128,9 @@ void sy__loader_unload_all(sy_runtime *rt);
 const char *sy__support_reason_name(uint32_t reason);
 
 /* Asks device |dev| whether it can run |node|; view nodes are always
- * supported because they compute nothing.  |out_why| is always filled. */
+ * supported because they compute nothing.  |out_why| is always filled:
+ * on a yes its reason is SY_SUPPORT_YES and its text empty (the bytes
+ * past the terminator are not cleared). */
 bool sy__device_supports(const sy__device *dev, const sy_node *node, sy_support *out_why);
 
 #endif
