@@ -239,3 +239,62 @@ Test(executor_replay, new_host_data_a_new_plan_or_node_timing_run_in_full)
     sy_runtime_destroy(rt);
     st_check_leaks();
 }
+
+/* y = x[off .. off + 16) + w: an update that moves the view's offset is
+ * replayed, reading the slice at the new offset (the replay moves the
+ * shadow view by the change instead of binding it again). */
+Test(executor_replay, an_update_moving_a_view_is_replayed_at_its_new_offset)
+{
+    sy_runtime *rt = st_runtime();
+    sy_planner *pl = NULL;
+    cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
+    sy_plan_options o;
+    sy_plan_options_init(&o);
+    o.devices = "cpu";
+    float xs[64], ws[16], out[16];
+    for (int i = 0; i < 64; i++)
+        xs[i] = (float)i;
+    for (int i = 0; i < 16; i++)
+        ws[i] = 0.5f * (float)(i % 4);
+    int64_t nx[1] = {64}, nw[1] = {16};
+    sy_graph *g = NULL;
+    sy_tensor *x, *w, *slice, *y;
+    cr_assert_eq(sy_graph_create(&g), SY_OK);
+    cr_assert_eq(sy_graph_add_tensor(g, "x", SY_DTYPE_F32, 1, nx, SY_ROLE_INPUT, xs, &x), SY_OK);
+    cr_assert_eq(sy_graph_add_tensor(g, "w", SY_DTYPE_F32, 1, nw, SY_ROLE_WEIGHT, ws, &w), SY_OK);
+    sy_op_params vp = {.i = {16, 1, 1, 1, 64, 64, 64, 4 * 8}};
+    cr_assert_eq(sy_graph_add_node(g, SY_OP_VIEW, "slice", &x, 1, &vp, &slice), SY_OK);
+    sy_tensor *sw[2] = {slice, w};
+    cr_assert_eq(sy_graph_add_node(g, SY_OP_ADD, "y", sw, 2, NULL, &y), SY_OK);
+    cr_assert_eq(sy_graph_mark_output(g, y), SY_OK);
+    cr_assert_eq(sy_graph_set_host_data(g, y, out), SY_OK);
+    cr_assert_eq(sy_graph_freeze(g), SY_OK, "%s", sy_graph_last_error(g));
+    sy_plan *plan = st_plan(pl, g, &o);
+    sy_executor *ex = NULL;
+    cr_assert_eq(sy_executor_create(rt, &ex), SY_OK);
+    const sy_node *view = sy_graph_producer(g, slice);
+    cr_assert_not_null(view);
+    const uint32_t offs[4] = {8, 8, 40, 3};
+    for (uint32_t k = 0; k < 4; k++) {
+        sy__node_update up = {.node = view->id, .params = vp};
+        up.params.i[7] = 4 * (int64_t)offs[k];
+        cr_assert_eq(sy__graph_update_params(g, &up, 1), SY_OK, "%s", sy_graph_last_error(g));
+        uint64_t before = replayed(ex, NULL);
+        memset(out, 0, sizeof out);
+        cr_assert_eq(sy_executor_run(ex, g, plan), SY_OK, "%s", sy_runtime_last_error(rt));
+        if (k > 0)
+            cr_assert_eq(replayed(ex, NULL) - before, 1u, "run %u was not replayed", k);
+        assert_restored(g);
+        for (int i = 0; i < 16; i++) {
+            float want = (float)(offs[k] + (uint32_t)i) + 0.5f * (float)(i % 4);
+            cr_assert_float_eq(out[i], want, 1e-6f, "run %u: out[%d] = %g, want %g", k, i,
+                               (double)out[i], (double)want);
+        }
+    }
+    sy_executor_destroy(ex);
+    sy_plan_release(plan);
+    sy_graph_destroy(g);
+    sy_planner_destroy(pl);
+    sy_runtime_destroy(rt);
+    st_check_leaks();
+}
