@@ -263,6 +263,59 @@ Test(cpu_pool, a_stalled_lane_holds_only_a_few_items)
     cpu_pool_destroy(pool);
 }
 
+/* Item jobs and chunk jobs of random widths back to back, and destroy
+ * right after an item job: each dispatch runs its own work exactly once
+ * and no worker reaches into a job that has returned. */
+Test(cpu_pool, dispatches_of_both_kinds_follow_an_item_job)
+{
+    const uint64_t seed = pool_seed();
+    sy_host host;
+    pool_host_init(&host);
+    for (uint32_t n_threads = 2; n_threads <= 4; n_threads++) {
+        cpu_pool *pool = NULL;
+        cr_assert_eq(cpu_pool_create(&host, NULL, n_threads, false, &pool), SY_OK);
+        uint64_t s = (seed + n_threads) | 1;
+        for (uint32_t d = 0; d < 2000; d++) {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            const uint32_t nth = 1 + (uint32_t)((s >> 8) % n_threads);
+            if (s % 3 == 0) {
+                pool_job job;
+                memset(&job, 0, sizeof job);
+                job.n_threads = n_threads;
+                job.want_nth = nth;
+                cpu_pool_run(pool, pool_count_task, &job, nth);
+                for (uint32_t c = 0; c < nth; c++)
+                    cr_assert_eq(atomic_load(&job.runs[c]), 1u, "dispatch %u: chunk %u", d, c);
+                cr_assert_eq(atomic_load(&job.bad), 0, "dispatch %u (seed %llu)", d,
+                             (unsigned long long)seed);
+            } else {
+                const int64_t n_items = (int64_t)((s >> 20) % (POOL_MAX_ITEMS + 1));
+                pool_items_job job;
+                memset(&job, 0, sizeof job);
+                job.n_threads = n_threads;
+                cpu_pool_run_items(pool, pool_count_item, &job, n_items, nth);
+                for (int64_t i = 0; i < POOL_MAX_ITEMS; i++)
+                    cr_assert_eq(atomic_load(&job.runs[i]), i < n_items ? 1u : 0u,
+                                 "dispatch %u (seed %llu): item %lld of %lld ran %u times", d,
+                                 (unsigned long long)seed, (long long)i, (long long)n_items,
+                                 atomic_load(&job.runs[i]));
+                cr_assert_eq(atomic_load(&job.bad), 0);
+                /* The job struct dies here: a worker calling the item
+                 * function late would count into the next one. */
+            }
+        }
+        pool_items_job last;
+        memset(&last, 0, sizeof last);
+        last.n_threads = n_threads;
+        cpu_pool_run_items(pool, pool_count_item, &last, POOL_MAX_ITEMS, n_threads);
+        cpu_pool_destroy(pool);
+        for (int64_t i = 0; i < POOL_MAX_ITEMS; i++)
+            cr_assert_eq(atomic_load(&last.runs[i]), 1u, "last job: item %lld", (long long)i);
+    }
+}
+
 Test(cpu_pool, refuses_zero_threads)
 {
     sy_host host;
