@@ -35,6 +35,15 @@
 # -s N also lists the N functions outside the kernels with most samples
 # on the main lane.
 #
+# The sampling rate (-F, default 999 Hz) perturbs what it measures: every
+# sample of the cpu-clock event is a timer interrupt, in this VM an exit to
+# the hypervisor, plus a frame-pointer unwind.  Interleaved on SmolLM2
+# (bench -p 0 -n 128 -r 3, 4 rounds, median tokens/s): unprofiled 145 at 1
+# thread and 222 at 2; under perf at 4999 Hz 128 (-11%) and 176 (-21%); at
+# 999 Hz 143 (-1.5%) and 210 (-5%).  At 2 threads the lost time lands in the
+# barriers (a lane stopped by a sample makes the other wait), so 4999 Hz
+# inflated the pool share.  Hence 999 Hz and more repetitions by default.
+#
 # -L VENV measures the peer instead: llama.cpp, as llama-cpp-python in the
 # virtualenv VENV (bench/compare-llamacpp.sh --venv VENV builds it), running
 # the same decode (bench/llamacpp_bench.py -p 0 -n N -r REPS) on the same
@@ -51,16 +60,16 @@
 #             llama-bench, in C, has none): listed, and left out of the
 #             outside-kernels share
 #
-# usage: bench/overhead.sh [-m MODEL] [-t THREADS] [-n 128] [-r 3]
-#                          [-F 4999] [-s N] [-B BUILD_DIR] [-L VENV]
+# usage: bench/overhead.sh [-m MODEL] [-t THREADS] [-n 128] [-r 6]
+#                          [-F 999] [-s N] [-B BUILD_DIR] [-L VENV]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-prof
 model=$root/models/SmolLM2-135M-Instruct.Q4_1.gguf
 threads=1
 n_gen=128
-reps=3
-freq=4999
+reps=6
+freq=999
 top=0
 venv=
 while [ $# -gt 0 ]; do
