@@ -456,19 +456,24 @@ static void cpu_pool_items_task(void *arg, uint32_t ith, uint32_t nth, uint32_t 
     for (uint32_t i = 0; i < nth; i++) {
         cpu_pool_range *r = &pool->ranges[(ith + i) % nth];
         const int64_t end = r->end;
-        /* A drained range stays drained: look before claiming, so thieves
-         * do not pull its line back and forth once it is empty. */
-        int64_t left;
-        while ((left = end - atomic_load_explicit(&r->next, memory_order_relaxed)) > 0) {
+        /* A drained range stays drained: look once before claiming, so
+         * thieves do not pull its line back and forth once it is empty.
+         * Then each claim's result says what is left: a look before every
+         * claim cost a steal two transfers of the line instead of one. */
+        int64_t left = end - atomic_load_explicit(&r->next, memory_order_relaxed);
+        while (left > 0) {
             int64_t take = 1;
             if (i == 0) {
                 take = (left + CPU_POOL_HOME_SHARE - 1) / CPU_POOL_HOME_SHARE;
                 take = take < CPU_POOL_HOME_CLAIM ? take : CPU_POOL_HOME_CLAIM;
             }
             const int64_t item = atomic_fetch_add_explicit(&r->next, take, memory_order_relaxed);
+            if (item >= end)
+                break;
             const int64_t stop = item + take < end ? item + take : end;
             for (int64_t k = item; k < stop; k++)
                 pool->item_fn(pool->item_ctx, k, lane);
+            left = end - stop;
         }
     }
 }
