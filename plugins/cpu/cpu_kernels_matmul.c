@@ -41,8 +41,8 @@
 #define CPU_MATMUL_TILES_PER_LANE 32
 /* Weight bytes a decode tile reads at most (a few microseconds of memory
  * time): with tiles/lane alone a big matmul's tiles grew with it (SmolLM2's
- * output matmul, 30 MB in 64 tiles: the caller waited 9.8 us on average at
- * its end for the other lane's last tile, against 0.2-0.4 us elsewhere). */
+ * output matmul, 30 MB in 64 tiles: the caller waited 7-10 us on average at
+ * its end for the other lane's last tile, against 0.2-0.6 us elsewhere). */
 #define CPU_MATMUL_TILE_MAX_BYTES (48 * 1024)
 /* Column elements below which the caller quantizes alone. */
 #define CPU_MATMUL_SERIAL_QUANTIZE 16384

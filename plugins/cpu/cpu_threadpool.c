@@ -40,12 +40,12 @@
  * none (a spinning worker there takes CPU time from the step's own
  * lanes and from the other processes). */
 #define CPU_POOL_LOOK_EVERY 64u
+#define CPU_POOL_QUIET_LOOKS 4u
 /* A lane claims this share of what is left of its home range at once, and
  * at most CPU_POOL_HOME_CLAIM items (cpu_pool_items_task): a lane slowed
  * down in the middle of a claim holds only a few items from thieves. */
 #define CPU_POOL_HOME_SHARE 4
 #define CPU_POOL_HOME_CLAIM 4
-#define CPU_POOL_QUIET_LOOKS 4u
 
 /* The job word: generation in the high 32 bits, an "open" flag, and the
  * number of workers inside the job in the low bits.  Workers enter only an

@@ -85,9 +85,8 @@ void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth);
  * lanes and returns when all are done.  Each lane owns a contiguous home
  * range of the items and claims them in order from a counter on a cache
  * line of its own (an atomic there costs no transfer between cores), a
- * few at a time, down to single items at the end; a
- * lane done with its range takes what is left of the others one item at a
- * time.
+ * few at a time, down to single items at the end; a lane done with its
+ * range takes what is left of the others one item at a time.
  * So items can be small, and the lanes end within about one item of each
  * other, where one shared counter moves its line on every claim and items
  * must stay large, which leaves the caller waiting up to one large item in
