@@ -8,7 +8,12 @@ prefill batch, the rest one decode step at a time through the KV cache)
 and compares its logits with forward.py, the independent numpy forward
 pass that reads the GGUF with the PyPI `gguf` package.  Thresholds are the
 issue's: F32/F16 weights rel L2 < 1e-3 and the same argmax everywhere;
-quantised weights rel L2 < 2e-2 and argmax agreement >= 98%.
+quantised weights rel L2 < 2e-2 and argmax agreement >= 98%.  "Same
+argmax" holds where float32 can decide it: a position whose reference top
+two logits lie within compare.FLOAT32_TIE_ULPS ulps of each other is a tie,
+counted as agreement and reported (seed 915261345 drew a synth llama F16
+model with one: 1.7015445 against 1.7015443, one ulp apart, while the C
+logits there sit 1.4e-6 from the reference).
 
 Quantised KV caches (issue 9) are compared with a reference whose cache
 holds the same type (forward.py's kv_type, through gguf's own quantiser).
@@ -166,8 +171,14 @@ def judge(name, got, want, preset, fail_word="FAIL"):
     rel, pos_rel, agree = m["rel_l2"], m["max_pos_rel_l2"], m["argmax_rate"]
     if tie_tol > 0:
         agree = (m["argmax_agree"] + m["near_ties"]) / m["n"]
+    elif m["float32_ties"]:
+        # The reference's top two equal in float32 (compare.FLOAT32_TIE_ULPS).
+        agree = (m["argmax_agree"] + m["float32_ties"]) / m["n"]
     ok = rel < p["max_rel_l2"] and agree >= p["min_argmax"]
     ties = f" (near-ties within {tie_tol} counted: {m['near_ties']})" if tie_tol > 0 else ""
+    if tie_tol == 0 and m["float32_ties"]:
+        ties = (f" (float32 ties within {compare.FLOAT32_TIE_ULPS} ulps counted: "
+                f"{m['float32_ties']})")
     print(f"{'PASS' if ok else fail_word} {name}: rel_l2={rel:.3e} max_pos_rel_l2={pos_rel:.3e} "
           f"argmax={agree:.4f}{ties} [{preset}: rel_l2<{p['max_rel_l2']:.0e}, "
           f"argmax>={p['min_argmax']:.2f}]", flush=True)
