@@ -434,6 +434,7 @@ static void bench_pool_items(cpu_pool *pool, uint32_t lanes)
     double sink[8 * 64];
     for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
         double one = 0;
+        /* 1 lane, then every lane */
         for (uint32_t nth = 1; nth <= lanes; nth += lanes > 1 ? lanes - 1 : 1) {
             double t[ROUNDS];
             const int reps = (int)(400000 / counts[c]);
@@ -451,8 +452,6 @@ static void bench_pool_items(cpu_pool *pool, uint32_t lanes)
             if (nth > 1)
                 printf(", %5.0f ns over 1-lane time / %u", (med - one / nth) * 1e9, nth);
             printf("\n");
-            if (lanes == 1)
-                break;
         }
     }
 }

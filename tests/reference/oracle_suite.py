@@ -168,12 +168,10 @@ def judge(name, got, want, preset, fail_word="FAIL"):
     if not m["finite"]:
         print(f"FAIL {name}: {m['nonfinite']} non-finite logits", flush=True)
         return False
-    rel, pos_rel, agree = m["rel_l2"], m["max_pos_rel_l2"], m["argmax_rate"]
-    if tie_tol > 0:
-        agree = (m["argmax_agree"] + m["near_ties"]) / m["n"]
-    elif m["float32_ties"]:
-        # The reference's top two equal in float32 (compare.FLOAT32_TIE_ULPS).
-        agree = (m["argmax_agree"] + m["float32_ties"]) / m["n"]
+    rel, pos_rel = m["rel_l2"], m["max_pos_rel_l2"]
+    # Near-ties where the preset has a tolerance, else float32 ties (the
+    # reference's top two equal in float32: compare.FLOAT32_TIE_ULPS).
+    agree = m["counted_agree"] / m["n"]
     ok = rel < p["max_rel_l2"] and agree >= p["min_argmax"]
     ties = f" (near-ties within {tie_tol} counted: {m['near_ties']})" if tie_tol > 0 else ""
     if tie_tol == 0 and m["float32_ties"]:
