@@ -31,16 +31,22 @@
  * before it starts yielding its core to them. */
 #define CPU_POOL_CALLER_SPINS (1u << 12)
 /* Adaptive spin (unless cpu_pool_set_spin fixed it): every this many
- * dispatches the caller looks at how often the OS has preempted it
- * (involuntary context switches).  None since the last look: the cores
- * are ours, and workers spin CPU_POOL_SPIN_QUIET_NS, so that the next
- * dispatch of a step costs a cache-line handoff instead of a futex
- * wake-up.  Some: other processes want these cores; workers spin
- * CPU_POOL_SPIN_NS until CPU_POOL_QUIET_LOOKS looks in a row have seen
- * none (a spinning worker there takes CPU time from the step's own
- * lanes and from the other processes). */
+ * dispatches the caller looks at whether the OS has preempted it
+ * (involuntary context switches) since the last look.  In at most
+ * CPU_POOL_BUSY_LOOKS - 1 of the last CPU_POOL_LOOK_WINDOW looks: the
+ * cores are ours, and workers spin CPU_POOL_SPIN_QUIET_NS, so that the
+ * next dispatch of a step costs a cache-line handoff instead of a futex
+ * wake-up.  In more: other processes want these cores; workers spin
+ * CPU_POOL_SPIN_NS (a spinning worker there takes CPU time from the step's
+ * own lanes and from the other processes).  On the 2-vCPU VM, SmolLM2 tg
+ * -t 2: quiet, 6% of looks saw a preemption (kernel threads waking, in
+ * clusters); with a CPU hog on the caller's core, 94%.  The earlier rule,
+ * short at any preempted look until 4 quiet ones, kept the quiet machine
+ * in short spins a good part of the time, its workers asleep between
+ * dispatches and the caller paying futex wake-ups. */
 #define CPU_POOL_LOOK_EVERY 64u
-#define CPU_POOL_QUIET_LOOKS 4u
+#define CPU_POOL_LOOK_WINDOW 8u
+#define CPU_POOL_BUSY_LOOKS 3u
 /* A lane claims this share of what is left of its home range at once, and
  * at most CPU_POOL_HOME_CLAIM items (cpu_pool_items_task): a lane slowed
  * down in the middle of a claim holds only a few items from thieves. */
@@ -93,11 +99,13 @@ struct cpu_pool {
     alignas(CPU_POOL_LINE) _Atomic uint64_t spin_ns;
     /* The caller's side of the adaptive spin: off once set_spin fixed it;
      * dispatches until the next look; the involuntary context switches
-     * seen at the last look; looks in a row that saw none. */
+     * seen at the last look; one bit per look of the last
+     * CPU_POOL_LOOK_WINDOW, set where it saw a preemption (the newest in
+     * bit 0). */
     bool spin_adaptive;
     uint32_t look_in;
     long last_nivcsw;
-    uint32_t quiet_looks;
+    uint32_t preempted_looks;
     /* Constant after create. */
     const sy_host *host;
     hwloc_topology_t topo;
@@ -313,6 +321,8 @@ sy_status cpu_pool_create(const sy_host *host, hwloc_topology_t topo, uint32_t n
     pool->spin_adaptive = true;
     pool->look_in = 1;
     pool->last_nivcsw = -1;
+    /* Until looks show otherwise the cores are taken to be busy. */
+    pool->preempted_looks = (1u << CPU_POOL_LOOK_WINDOW) - 1;
     pool->host = host;
     pool->topo = topo;
     pool->n_threads = n_threads;
@@ -382,9 +392,11 @@ void cpu_pool_spin_look(cpu_pool *pool, long nivcsw)
     pool->last_nivcsw = nivcsw;
     if (last < 0)
         return;
-    pool->quiet_looks = nivcsw != last ? 0 : pool->quiet_looks + 1;
-    const uint64_t spin = pool->quiet_looks >= CPU_POOL_QUIET_LOOKS ? CPU_POOL_SPIN_QUIET_NS
-                                                                    : CPU_POOL_SPIN_NS;
+    pool->preempted_looks = ((pool->preempted_looks << 1) | (nivcsw != last)) &
+                            ((1u << CPU_POOL_LOOK_WINDOW) - 1);
+    const uint64_t spin = (unsigned)__builtin_popcount(pool->preempted_looks) < CPU_POOL_BUSY_LOOKS
+                              ? CPU_POOL_SPIN_QUIET_NS
+                              : CPU_POOL_SPIN_NS;
     if (spin != atomic_load_explicit(&pool->spin_ns, memory_order_relaxed))
         atomic_store_explicit(&pool->spin_ns, spin, memory_order_relaxed);
 }

@@ -325,11 +325,12 @@ Test(cpu_pool, refuses_zero_threads)
     cr_assert_null(pool);
 }
 
-/* The adaptive spin: short until the caller has gone CPU_POOL_QUIET_LOOKS
- * looks without an involuntary context switch, long then, short again at
- * the first one; cpu_pool_set_spin turns it off.  Real dispatches (which
- * look at getrusage every 64) leave it at one of the two values. */
-Test(cpu_pool, spins_long_only_while_the_caller_is_not_preempted)
+/* The adaptive spin: short while 3 or more of the last 8 looks saw an
+ * involuntary context switch of the caller (a new pool counts as busy),
+ * long otherwise, so a preemption now and then (kernel threads) leaves it
+ * long; cpu_pool_set_spin turns it off.  Real dispatches (which look at
+ * getrusage every 64) leave it at one of the two values. */
+Test(cpu_pool, spins_long_unless_the_caller_is_often_preempted)
 {
     sy_host host;
     pool_host_init(&host);
@@ -349,14 +350,22 @@ Test(cpu_pool, spins_long_only_while_the_caller_is_not_preempted)
 
     long n = 1000000;
     cpu_pool_spin_look(pool, ++n); /* a switch since the dispatches' last look */
-    cr_assert_eq(cpu_pool_spin(pool), CPU_POOL_SPIN_NS);
-    for (int quiet = 1; quiet <= 6; quiet++) {
+    for (int quiet = 1; quiet <= 8; quiet++)
         cpu_pool_spin_look(pool, n);
-        cr_assert_eq(cpu_pool_spin(pool), quiet >= 4 ? CPU_POOL_SPIN_QUIET_NS : CPU_POOL_SPIN_NS,
+    cr_assert_eq(cpu_pool_spin(pool), CPU_POOL_SPIN_QUIET_NS, "after 8 quiet looks");
+    /* preempted, quiet, preempted: 2 of 8, still long */
+    cpu_pool_spin_look(pool, ++n);
+    cpu_pool_spin_look(pool, n);
+    cpu_pool_spin_look(pool, n += 3);
+    cr_assert_eq(cpu_pool_spin(pool), CPU_POOL_SPIN_QUIET_NS, "2 preempted looks of 8");
+    cpu_pool_spin_look(pool, ++n);
+    cr_assert_eq(cpu_pool_spin(pool), CPU_POOL_SPIN_NS, "3 preempted looks of 8");
+    /* the oldest of the three leaves the window at the fifth quiet look */
+    for (int quiet = 1; quiet <= 5; quiet++) {
+        cpu_pool_spin_look(pool, n);
+        cr_assert_eq(cpu_pool_spin(pool), quiet >= 5 ? CPU_POOL_SPIN_QUIET_NS : CPU_POOL_SPIN_NS,
                      "after %d quiet looks", quiet);
     }
-    cpu_pool_spin_look(pool, ++n);
-    cr_assert_eq(cpu_pool_spin(pool), CPU_POOL_SPIN_NS, "preempted again");
     cpu_pool_set_spin(pool, 1234);
     for (int i = 0; i < 8; i++)
         cpu_pool_spin_look(pool, i < 4 ? n : ++n);
