@@ -68,8 +68,9 @@ uint64_t cpu_pool_spin(const cpu_pool *pool);
 /* One look of the adaptive spin: |nivcsw| is the caller's count of
  * involuntary context switches now (getrusage).  Changed since the
  * previous look at 3 or more of the last 8 looks (a new pool counts as
- * busy): spin CPU_POOL_SPIN_NS; otherwise CPU_POOL_SPIN_QUIET_NS.  No effect once cpu_pool_set_spin was
- * called.  cpu_pool_run looks every 64 dispatches; exposed for tests.
+ * busy): spin CPU_POOL_SPIN_NS; otherwise CPU_POOL_SPIN_QUIET_NS.  No
+ * effect once cpu_pool_set_spin was called.  cpu_pool_run looks every 64
+ * dispatches; exposed for tests.
  * Thread-safety: from the thread that runs the pool's dispatches. */
 void cpu_pool_spin_look(cpu_pool *pool, long nivcsw);
 
