@@ -60,8 +60,13 @@
 #             llama-bench, in C, has none): listed, and left out of the
 #             outside-kernels share
 #
+# --runs N repeats the whole measurement N times (each a fresh process)
+# and ends with the median, lowest and highest outside-kernels share and
+# time per token: one run's share moved between 5% and 10% at 2 threads in
+# this VM from one minute to the next, so a verdict takes several runs.
+#
 # usage: bench/overhead.sh [-m MODEL] [-t THREADS] [-n 128] [-r 6]
-#                          [-F 999] [-s N] [-B BUILD_DIR] [-L VENV]
+#                          [-F 999] [-s N] [-B BUILD_DIR] [-L VENV] [--runs N]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$root/build-prof
@@ -72,8 +77,11 @@ reps=6
 freq=999
 top=0
 venv=
+runs=1
+args=("$@")
 while [ $# -gt 0 ]; do
     case $1 in
+    --runs) runs=$2; shift 2 ;;
     -m) model=$2; shift 2 ;;
     -t) threads=$2; shift 2 ;;
     -n) n_gen=$2; shift 2 ;;
@@ -86,6 +94,37 @@ while [ $# -gt 0 ]; do
     esac
 done
 command -v perf > /dev/null || { echo "overhead.sh: perf is not installed" >&2; exit 1; }
+case $runs in
+'' | *[!0-9]* | 0) echo "overhead.sh: --runs takes a positive count, not '$runs'" >&2; exit 2 ;;
+esac
+if [ "$runs" -gt 1 ]; then
+    # The same measurement, once per run; --runs after the others wins.
+    summary=$(mktemp)
+    trap 'rm -f "$summary"' EXIT
+    for i in $(seq "$runs"); do
+        echo "== run $i/$runs"
+        "$0" "${args[@]}" --runs 1 | tee -a "$summary"
+    done
+    awk '
+/^outside kernels/ { v = $NF; sub(/%$/, "", v); share[++n] = v + 0 }
+/^per token/ { t[++m] = $NF == "ms" ? $(NF - 1) + 0 : 0 }
+function median(a, k,    i, j, x, b) {
+    for (i = 1; i <= k; i++) b[i] = a[i]
+    for (i = 2; i <= k; i++) { x = b[i]; for (j = i - 1; j >= 1 && b[j] > x; j--) b[j + 1] = b[j]; b[j + 1] = x }
+    lo = b[1]; hi = b[k]
+    return k % 2 ? b[(k + 1) / 2] : (b[k / 2] + b[k / 2 + 1]) / 2
+}
+END {
+    if (n == 0) { print "overhead.sh: no run gave a share" > "/dev/stderr"; exit 1 }
+    med = median(share, n)
+    printf("outside kernels over %d runs: median %.2f%% (lowest %.2f%%, highest %.2f%%)\n", n, med, lo, hi)
+    if (m == n) {
+        med = median(t, m)
+        printf("outside kernels per token: median %.3f ms (lowest %.3f, highest %.3f)\n", med, lo, hi)
+    }
+}' "$summary"
+    exit
+fi
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 if [ -n "$venv" ]; then
