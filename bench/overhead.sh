@@ -105,24 +105,19 @@ if [ "$runs" -gt 1 ]; then
         echo "== run $i/$runs"
         "$0" "${args[@]}" --runs 1 | tee -a "$summary"
     done
-    awk '
-/^outside kernels/ { v = $NF; sub(/%$/, "", v); share[++n] = v + 0 }
-/^per token/ { t[++m] = $NF == "ms" ? $(NF - 1) + 0 : 0 }
-function median(a, k,    i, j, x, b) {
-    for (i = 1; i <= k; i++) b[i] = a[i]
-    for (i = 2; i <= k; i++) { x = b[i]; for (j = i - 1; j >= 1 && b[j] > x; j--) b[j + 1] = b[j]; b[j + 1] = x }
-    lo = b[1]; hi = b[k]
-    return k % 2 ? b[(k + 1) / 2] : (b[k / 2] + b[k / 2 + 1]) / 2
-}
-END {
-    if (n == 0) { print "overhead.sh: no run gave a share" > "/dev/stderr"; exit 1 }
-    med = median(share, n)
-    printf("outside kernels over %d runs: median %.2f%% (lowest %.2f%%, highest %.2f%%)\n", n, med, lo, hi)
-    if (m == n) {
-        med = median(t, m)
-        printf("outside kernels per token: median %.3f ms (lowest %.3f, highest %.3f)\n", med, lo, hi)
-    }
-}' "$summary"
+    python3 - "$summary" <<'PY'
+import re, statistics, sys
+text = open(sys.argv[1]).read()
+share = [float(v) for v in re.findall(r"^outside kernels \(.*\): ([0-9.]+)%$", text, re.M)]
+ms = [float(v) for v in re.findall(r"^per token .*outside kernels ([0-9.]+) ms$", text, re.M)]
+if not share:
+    sys.exit("overhead.sh: no run gave a share")
+print("outside kernels over %d runs: median %.2f%% (lowest %.2f%%, highest %.2f%%)"
+      % (len(share), statistics.median(share), min(share), max(share)))
+if len(ms) == len(share):
+    print("outside kernels per token: median %.3f ms (lowest %.3f, highest %.3f)"
+          % (statistics.median(ms), min(ms), max(ms)))
+PY
     exit
 fi
 out=$(mktemp -d)
