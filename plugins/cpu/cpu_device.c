@@ -186,6 +186,8 @@ static void cpu_state_free(cpu_state *s)
         host->free(host->ctx, s->shared);
     if (s->rope.inv_freq)
         host->free(host->ctx, s->rope.inv_freq);
+    if (s->qkv_done)
+        host->free(host->ctx, s->qkv_done);
     if (s->topo)
         hwloc_topology_destroy(s->topo);
     host->free(host->ctx, s);
@@ -242,6 +244,12 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
     if (repack && *repack && strcmp(repack, "0") != 0 && strcmp(repack, "1") != 0)
         cpu_log(s, SY_LOG_WARN, "SWITCHYARD_CPU_REPACK='%s' is not 0 or 1; repacking stays on",
                 repack);
+
+    const char *fuse = getenv("SWITCHYARD_CPU_FUSE_QKV");
+    s->fuse_qkv = !(fuse && strcmp(fuse, "0") == 0);
+    if (fuse && *fuse && strcmp(fuse, "0") != 0 && strcmp(fuse, "1") != 0)
+        cpu_log(s, SY_LOG_WARN, "SWITCHYARD_CPU_FUSE_QKV='%s' is not 0 or 1; fusion stays on",
+                fuse);
 
     const char *pack_dir = getenv("SWITCHYARD_CPU_PACK_CACHE");
     if (s->repack && pack_dir && *pack_dir) {

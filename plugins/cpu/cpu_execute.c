@@ -176,6 +176,27 @@ static uint32_t cpu_run_norm_chain(cpu_state *s, sy_node *const *nodes, uint32_t
     return 0;
 }
 
+/* Takes the ROPE and KV_WRITE nodes that follow the matmul group
+ * nodes[i, i + grouped), views between them aside, into |e|
+ * (cpu_kernels_qkv.c).  Returns how many nodes after the group it covers,
+ * up to the last one taken; 0 when it took none. */
+static uint32_t cpu_scan_qkv(cpu_state *s, sy_node *const *nodes, uint32_t i, uint32_t grouped,
+                             uint32_t n, cpu_qkv_epilogue *e)
+{
+    cpu_qkv_begin(e, s, (const sy_node *const *)(nodes + i), grouped);
+    uint32_t covered = 0;
+    for (uint32_t j = i + grouped; j < n && nodes[j]; j++) {
+        sy_node *node = nodes[j];
+        if (sy_op_is_view(node->op))
+            continue;
+        if ((node->op != SY_OP_ROPE && node->op != SY_OP_KV_WRITE) ||
+            cpu_prepare_node(node) != SY_OK || !cpu_qkv_take(e, node))
+            break;
+        covered = j + 1 - (i + grouped);
+    }
+    return covered;
+}
+
 static sy_status cpu_execute_nodes(cpu_state *s, sy_node *const *nodes, uint32_t n)
 {
     uint32_t prepared = 0; /* nodes [0, prepared) are */
@@ -205,9 +226,17 @@ static sy_status cpu_execute_nodes(cpu_state *s, sy_node *const *nodes, uint32_t
                cpu_matmul_can_group(s, node, nodes[i + grouped]))
             grouped++;
         if (grouped > 1) {
-            st = cpu_kernel_matmul_group(s, (const sy_node *const *)(nodes + i), grouped, &why);
+            cpu_qkv_epilogue epi;
+            uint32_t covered = s->fuse_qkv ? cpu_scan_qkv(s, nodes, i, grouped, n, &epi) : 0;
+            st = cpu_kernel_matmul_group(s, (const sy_node *const *)(nodes + i), grouped,
+                                         covered ? &epi : NULL, &why);
+            if (st == SY_E_UNSUPPORTED && covered) {
+                covered = 0;
+                st = cpu_kernel_matmul_group(s, (const sy_node *const *)(nodes + i), grouped,
+                                             NULL, &why);
+            }
             if (st == SY_OK) {
-                i += grouped - 1;
+                i += grouped - 1 + covered;
                 continue;
             }
             if (st != SY_E_UNSUPPORTED) {

@@ -108,6 +108,12 @@ typedef struct cpu_state {
         int32_t pos;
         bool has_pos;
     } rope;
+    /* Rows done per head of the q/k/v matmul group an epilogue runs in
+     * (cpu_kernels_qkv.c): one cache line per head. */
+    void *qkv_done;
+    size_t qkv_done_size;
+    bool fuse_qkv; /* SWITCHYARD_CPU_FUSE_QKV, on by default */
+    bool qkv_logged;
     sy_device_desc desc;
     uint64_t mem_in_use, mem_peak; /* bytes of buffer_alloc's buffers: now, most at once */
 } cpu_state;

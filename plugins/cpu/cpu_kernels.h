@@ -25,8 +25,44 @@ sy_status cpu_kernel_matmul(cpu_state *s, const sy_node *node, const char **out_
  * whether |b| may join a group started by |a|. */
 #define CPU_MATMUL_GROUP_MAX 4
 bool cpu_matmul_can_group(const cpu_state *s, const sy_node *a, const sy_node *b);
+/* |epi| (or NULL): the per-head work that runs in the group's tiles
+ * (cpu_kernels_qkv.c); with it the group must be a decode (one column per
+ * member, float output rows), else SY_E_UNSUPPORTED. */
+typedef struct cpu_qkv_epilogue cpu_qkv_epilogue;
 sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uint32_t n,
-                                  const char **out_why);
+                                  cpu_qkv_epilogue *epi, const char **out_why);
+
+/* cpu_kernels_qkv.c: a decode step's ROPE of q and k and KV_WRITE of k
+ * and v, run head by head inside the tiles of the q/k/v matmul group.
+ * The lane that completes a head's rows of a member's output ropes that
+ * head and writes it into the cache, so the lanes share this work and no
+ * dispatch of its own runs for it.  Every node's output is written, bit
+ * for bit as each kernel alone would (the same row functions). */
+struct cpu_qkv_chain {
+    const sy_tensor *y;  /* the member's output: [D * H] rows of one column */
+    const sy_node *rope; /* its ROPE, or NULL */
+    const sy_node *kv;   /* its KV_WRITE (of the rope's output or of y), or NULL */
+    int64_t d;           /* rows per head */
+    _Atomic int32_t *done; /* rows of each head done, one cache line per head */
+};
+struct cpu_qkv_epilogue {
+    cpu_state *s;
+    uint32_t n; /* members */
+    struct cpu_qkv_chain chain[CPU_MATMUL_GROUP_MAX];
+    const sy_node *rope_params; /* the first rope; every rope has its params */
+    const char *written[2 * CPU_MATMUL_GROUP_MAX][2]; /* bytes the steps write */
+    uint32_t n_written;
+};
+/* Starts an epilogue for the matmul group |group| of |n| members. */
+void cpu_qkv_begin(cpu_qkv_epilogue *e, cpu_state *s, const sy_node *const *group, uint32_t n);
+/* Takes |node| (a ROPE or KV_WRITE whose data is resolved) into the
+ * epilogue when it reads a member's output heads, or the rope of one, and
+ * its memory and params allow; false leaves the epilogue as it was. */
+bool cpu_qkv_take(cpu_qkv_epilogue *e, const sy_node *node);
+/* Readies an epilogue with steps to run (rope angles, head counters). */
+sy_status cpu_qkv_ready(cpu_qkv_epilogue *e);
+/* Rows [n0, n1) of member |m|'s output are done (by the calling lane). */
+void cpu_qkv_tile_done(cpu_qkv_epilogue *e, uint32_t m, int64_t n0, int64_t n1);
 /* cpu_kernels_elementwise.c: ADD, MUL, SCALE, SILU, GELU, SWIGLU, GEGLU */
 sy_status cpu_kernel_elementwise(cpu_state *s, const sy_node *node, const char **out_why);
 /* cpu_kernels_rows.c: RMS_NORM, SOFTMAX, ROPE, ARGMAX */
@@ -40,12 +76,24 @@ sy_status cpu_kernel_norm_chain(cpu_state *s, const sy_node *add, const sy_node 
                                 const sy_node *mul, const char **out_why);
 sy_status cpu_kernel_softmax(cpu_state *s, const sy_node *node, const char **out_why);
 sy_status cpu_kernel_rope(cpu_state *s, const sy_node *node, const char **out_why);
+/* Checks a ROPE node against the kernel's rules and readies the angles
+ * (for one token, of its position) that cpu_rope_row takes. */
+sy_status cpu_rope_prepare(cpu_state *s, const sy_node *node, const char **out_why);
+/* Ropes one head row of |d| values: pairs of the first |n_rot| rotated by
+ * cos_t/sin_t (adjacent pairs, or split halves for NeoX), the rest copied. */
+void cpu_rope_row(const float *x, float *y, int64_t d, int64_t n_rot, bool neox,
+                  const float *cos_t, const float *sin_t);
 sy_status cpu_kernel_argmax(cpu_state *s, const sy_node *node, const char **out_why);
 /* cpu_kernels_attention.c */
 sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **out_why);
 /* cpu_kernels_memory.c: GET_ROWS, KV_WRITE, COPY */
 sy_status cpu_kernel_get_rows(cpu_state *s, const sy_node *node, const char **out_why);
 sy_status cpu_kernel_kv_write(cpu_state *s, const sy_node *node, const char **out_why);
+/* Checks a KV_WRITE node against the kernel's rules. */
+sy_status cpu_kv_write_check(const sy_node *node, const char **out_why);
+/* Stores |n| F32 values as one dense row of |dtype| (a dtype KV_WRITE or
+ * COPY admit). */
+void cpu_store_row(const cpu_state *s, uint32_t dtype, const float *src, void *dst, int64_t n);
 sy_status cpu_kernel_copy(cpu_state *s, const sy_node *node, const char **out_why);
 
 /* ------------------------------------------------------------ helpers */

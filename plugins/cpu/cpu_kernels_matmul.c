@@ -478,6 +478,7 @@ typedef struct cpu_matmul_group {
     cpu_matmul_ctx c[CPU_MATMUL_GROUP_MAX];
     int64_t end[CPU_MATMUL_GROUP_MAX]; /* one past each member's last item */
     uint32_t n;
+    cpu_qkv_epilogue *epi; /* or NULL */
 } cpu_matmul_group;
 
 static void cpu_matmul_group_item(void *arg, int64_t item, uint32_t lane)
@@ -487,7 +488,14 @@ static void cpu_matmul_group_item(void *arg, int64_t item, uint32_t lane)
     while (item >= g->end[m])
         m++;
     const int64_t first = m ? g->end[m - 1] : 0;
-    cpu_matmul_tile(&g->c[m], item - first, g->c[m].s->lanes[lane].scratch);
+    const cpu_matmul_ctx *c = &g->c[m];
+    cpu_matmul_tile(c, item - first, c->s->lanes[lane].scratch);
+    if (g->epi) {
+        /* A decode: the member's item i is its rows from i * tile_rows. */
+        const int64_t n0 = (item - first) * c->tile_rows;
+        cpu_qkv_tile_done(g->epi, m, n0, n0 + c->tile_rows < c->n_rows ? n0 + c->tile_rows
+                                                                        : c->n_rows);
+    }
 }
 
 bool cpu_matmul_can_group(const cpu_state *s, const sy_node *a, const sy_node *b)
@@ -507,7 +515,7 @@ bool cpu_matmul_can_group(const cpu_state *s, const sy_node *a, const sy_node *b
 }
 
 sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uint32_t n,
-                                  const char **out_why)
+                                  cpu_qkv_epilogue *epi, const char **out_why)
 {
     if (n < 2 || n > CPU_MATMUL_GROUP_MAX) {
         *out_why = "group size outside 2..CPU_MATMUL_GROUP_MAX";
@@ -515,6 +523,7 @@ sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uin
     }
     cpu_matmul_group g;
     g.n = n;
+    g.epi = epi;
     int64_t flops = 0;
     for (uint32_t i = 0; i < n; i++) {
         sy_status st = cpu_matmul_setup(s, nodes[i], &g.c[i], out_why);
@@ -523,6 +532,11 @@ sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uin
         cpu_matmul_use_packed(s, &g.c[i]);
         if (!g.c[i].qdot || (g.c[i].qgemm != NULL) != (g.c[0].qgemm != NULL)) {
             *out_why = "members do not share quantized columns";
+            return SY_E_UNSUPPORTED;
+        }
+        if (epi && (g.c[i].m_cols != 1 || g.c[i].qgemm || nodes[i]->inputs[1]->ne[2] != 1 ||
+                    nodes[i]->inputs[1]->ne[3] != 1)) {
+            *out_why = "a group with rope and kv_write in its tiles must be a decode";
             return SY_E_UNSUPPORTED;
         }
         flops += cpu_matmul_flops(&g.c[i], nodes[i]->inputs[1]);
@@ -548,6 +562,11 @@ sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uin
         c->panels_per_batch = g.c[0].panels_per_batch;
         cpu_matmul_plan_tiles(c, nth, x->ne[2] * x->ne[3]);
         g.end[i] = (i ? g.end[i - 1] : 0) + c->n_items;
+    }
+    if (epi) {
+        st = cpu_qkv_ready(epi);
+        if (st != SY_OK)
+            return st;
     }
     cpu_pool_run_items(s->pool, cpu_matmul_group_item, &g, g.end[n - 1], nth);
     return SY_OK;

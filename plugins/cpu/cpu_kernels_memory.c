@@ -73,9 +73,7 @@ sy_status cpu_kernel_get_rows(cpu_state *s, const sy_node *node, const char **ou
     return SY_OK;
 }
 
-/* Stores |n| F32 values as one dense row of |dtype|. */
-static void cpu_store_row(const cpu_state *s, uint32_t dtype, const float *src, void *dst,
-                          int64_t n)
+void cpu_store_row(const cpu_state *s, uint32_t dtype, const float *src, void *dst, int64_t n)
 {
     switch (dtype) {
     case SY_DTYPE_F32:
@@ -131,25 +129,34 @@ static void cpu_kv_write_task(void *arg, uint32_t ith, uint32_t nth, uint32_t la
     }
 }
 
-sy_status cpu_kernel_kv_write(cpu_state *s, const sy_node *node, const char **out_why)
+sy_status cpu_kv_write_check(const sy_node *node, const char **out_why)
 {
     /* Rows are written through the output, which aliases the cache from
      * its row 0 with the cache's dtype and strides (as the reference does). */
-    cpu_kv_write_ctx c = {.s = s, .cache = node->output, .rows = node->inputs[1],
-                          .start = node->params.i[0]};
-    const uint32_t ct = c.cache->dtype;
+    const sy_tensor *cache = node->output, *rows = node->inputs[1];
+    const int64_t start = node->params.i[0];
+    const uint32_t ct = cache->dtype;
     if ((ct != SY_DTYPE_F32 && ct != SY_DTYPE_F16 && ct != SY_DTYPE_Q8_0 && ct != SY_DTYPE_Q4_0) ||
-        ct != node->inputs[0]->dtype || !cpu_rows_dense(c.cache) || !cpu_is_f32_rows(c.rows)) {
+        ct != node->inputs[0]->dtype || !cpu_rows_dense(cache) || !cpu_is_f32_rows(rows)) {
         *out_why = "cache not f32/f16/q8_0/q4_0 or rows not dense";
         return SY_E_UNSUPPORTED;
     }
-    if (c.cache->ne[0] != c.rows->ne[0] || c.cache->ne[1] != c.rows->ne[1] ||
-        c.cache->ne[3] != 1 || c.rows->ne[3] != 1 ||
-        c.cache->ne[0] % (int64_t)sy_dtype_block_size(ct) != 0 || c.start < 0 ||
-        c.start > c.cache->ne[2] - c.rows->ne[2]) {
+    if (cache->ne[0] != rows->ne[0] || cache->ne[1] != rows->ne[1] || cache->ne[3] != 1 ||
+        rows->ne[3] != 1 || cache->ne[0] % (int64_t)sy_dtype_block_size(ct) != 0 || start < 0 ||
+        start > cache->ne[2] - rows->ne[2]) {
         *out_why = "shapes or start outside the kv_write rules";
         return SY_E_UNSUPPORTED;
     }
+    return SY_OK;
+}
+
+sy_status cpu_kernel_kv_write(cpu_state *s, const sy_node *node, const char **out_why)
+{
+    cpu_kv_write_ctx c = {.s = s, .cache = node->output, .rows = node->inputs[1],
+                          .start = node->params.i[0]};
+    sy_status st = cpu_kv_write_check(node, out_why);
+    if (st != SY_OK)
+        return st;
     const int64_t rows = c.rows->ne[1] * c.rows->ne[2];
     uint32_t nth = cpu_lanes_for(s, rows * c.rows->ne[0], CPU_MEMORY_MIN_PER_LANE);
     if ((int64_t)nth > rows)

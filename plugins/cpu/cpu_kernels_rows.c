@@ -246,6 +246,20 @@ static void cpu_rope_angles(const double *inv_freq, int64_t half, int32_t pos, d
     }
 }
 
+void cpu_rope_row(const float *x, float *y, int64_t d, int64_t n_rot, bool neox,
+                  const float *cos_t, const float *sin_t)
+{
+    const int64_t half = n_rot / 2, stride = neox ? 1 : 2, other = neox ? half : 1;
+    for (int64_t j = 0; j < half; j++) {
+        const int64_t i0 = j * stride, i1 = i0 + other;
+        const float x0 = x[i0], x1 = x[i1];
+        y[i0] = x0 * cos_t[j] - x1 * sin_t[j];
+        y[i1] = x0 * sin_t[j] + x1 * cos_t[j];
+    }
+    for (int64_t i = n_rot; i < d; i++)
+        y[i] = x[i];
+}
+
 static void cpu_rope_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     const cpu_rope_ctx *c = arg;
@@ -271,17 +285,8 @@ static void cpu_rope_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
             cpu_rope_angles(c->s->rope.inv_freq, half, pos, freq_scale, lane_cs, lane_cs + half);
             cached_t = t;
         }
-        const float *x = (const float *)cpu_row(c->x, h, t, 0);
-        float *y = (float *)cpu_row(c->y, h, t, 0);
-        const int64_t stride = neox ? 1 : 2, other = neox ? half : 1;
-        for (int64_t j = 0; j < half; j++) {
-            const int64_t i0 = j * stride, i1 = i0 + other;
-            const float x0 = x[i0], x1 = x[i1];
-            y[i0] = x0 * cos_t[j] - x1 * sin_t[j];
-            y[i1] = x0 * sin_t[j] + x1 * cos_t[j];
-        }
-        for (int64_t i = n_rot; i < d; i++)
-            y[i] = x[i];
+        cpu_rope_row((const float *)cpu_row(c->x, h, t, 0), (float *)cpu_row(c->y, h, t, 0), d,
+                     n_rot, neox, cos_t, sin_t);
     }
 }
 
@@ -327,24 +332,29 @@ static sy_status cpu_rope_tables(cpu_state *s, const sy_node *node)
     return SY_OK;
 }
 
-sy_status cpu_kernel_rope(cpu_state *s, const sy_node *node, const char **out_why)
+sy_status cpu_rope_prepare(cpu_state *s, const sy_node *node, const char **out_why)
 {
-    cpu_rope_ctx c = {.s = s, .node = node, .x = node->inputs[0], .pos = node->inputs[1],
-                      .y = node->output};
+    const sy_tensor *x = node->inputs[0], *pos = node->inputs[1];
     const sy_op_params *p = &node->params;
-    if (!cpu_rows_layout_ok(c.x, c.y) || c.x->ne[3] != 1 || c.pos->dtype != SY_DTYPE_I32 ||
-        c.pos->ne[0] != c.x->ne[2]) {
+    if (!cpu_rows_layout_ok(x, node->output) || x->ne[3] != 1 || pos->dtype != SY_DTYPE_I32 ||
+        pos->ne[0] != x->ne[2]) {
         *out_why = "x/out not f32 [D,H,T] with dense rows, or positions not i32 [T]";
         return SY_E_UNSUPPORTED;
     }
     if ((p->i[0] != SY_ROPE_NORMAL && p->i[0] != SY_ROPE_NEOX) || p->i[1] < 2 || p->i[1] % 2 ||
-        p->i[1] > c.x->ne[0]) {
+        p->i[1] > x->ne[0]) {
         *out_why = "mode or n_rot outside the rope rules";
         return SY_E_UNSUPPORTED;
     }
     sy_status st = cpu_scratch_reserve(s, (size_t)p->i[1] * sizeof(float));
-    if (st == SY_OK)
-        st = cpu_rope_tables(s, node);
+    return st == SY_OK ? cpu_rope_tables(s, node) : st;
+}
+
+sy_status cpu_kernel_rope(cpu_state *s, const sy_node *node, const char **out_why)
+{
+    cpu_rope_ctx c = {.s = s, .node = node, .x = node->inputs[0], .pos = node->inputs[1],
+                      .y = node->output};
+    sy_status st = cpu_rope_prepare(s, node, out_why);
     if (st != SY_OK)
         return st;
     cpu_pool_run(s->pool, cpu_rope_task, &c, cpu_rows_lanes(s, c.x));

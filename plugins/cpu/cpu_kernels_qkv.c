@@ -1,0 +1,228 @@
+/* A decode step's ROPE of q and k and KV_WRITE of k and v, run head by
+ * head inside the tiles of the q/k/v matmul group (cpu_kernels.h).
+ *
+ * Run as nodes of their own, these four ran on the calling lane after the
+ * group's dispatch while the other lanes waited for the next one, each
+ * with its own node preparation and kernel setup: on SmolLM2 at 2 threads
+ * their arithmetic alone was about 1% of the calling lane's samples.
+ * Here every tile that finishes rows of a member's output adds how many
+ * rows of each head it covered to that head's counter; the add that
+ * completes a head (acquire-release, so the lane sees the rows the other
+ * lanes wrote) ropes that head and writes it into the cache.  The row
+ * functions are the kernels' own (cpu_rope_row, cpu_store_row), so every
+ * output is bit for bit what the nodes alone write. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+#define CPU_QKV_LINE 64
+/* Counters per cache line: one head per line. */
+#define CPU_QKV_SLOT ((int64_t)(CPU_QKV_LINE / sizeof(_Atomic int32_t)))
+
+void cpu_qkv_begin(cpu_qkv_epilogue *e, cpu_state *s, const sy_node *const *group, uint32_t n)
+{
+    memset(e, 0, sizeof *e);
+    e->s = s;
+    e->n = n;
+    for (uint32_t m = 0; m < n; m++)
+        e->chain[m].y = group[m]->output;
+}
+
+/* The member whose output |x| lays out as heads: an f32 [D, H, 1] view of
+ * the member's [D * H] output column, head h at rows [h * D, (h + 1) * D).
+ * -1 when none. */
+static int cpu_qkv_member_of(const cpu_qkv_epilogue *e, const sy_tensor *x)
+{
+    if (!cpu_is_f32_rows(x) || x->ne[2] != 1 || x->ne[3] != 1 ||
+        x->nb[1] != (uint64_t)x->ne[0] * sizeof(float))
+        return -1;
+    for (uint32_t m = 0; m < e->n; m++) {
+        const sy_tensor *y = e->chain[m].y;
+        if (x->data == y->data && cpu_is_f32_rows(y) && y->ne[1] == 1 && y->ne[2] == 1 &&
+            y->ne[3] == 1 && x->ne[0] * x->ne[1] == y->ne[0])
+            return (int)m;
+    }
+    return -1;
+}
+
+/* Bytes [lo, hi) that rows [0, ne[1]) of the first plane of |t| may span. */
+static void cpu_qkv_span(const sy_tensor *t, const char *base, const char **lo, const char **hi)
+{
+    *lo = base;
+    *hi = base + (size_t)t->ne[1] * t->nb[1];
+}
+
+static bool cpu_qkv_overlap(const char *a0, const char *a1, const char *b0, const char *b1)
+{
+    return a0 < b1 && b0 < a1;
+}
+
+/* True when bytes [lo, hi), about to be written by a step, touch nothing
+ * else the epilogue or the group reads or writes: the members' outputs
+ * (tiles write them in any order with the steps), the positions, and
+ * what earlier steps write. */
+static bool cpu_qkv_may_write(const cpu_qkv_epilogue *e, const char *lo, const char *hi)
+{
+    for (uint32_t m = 0; m < e->n; m++) {
+        const sy_tensor *y = e->chain[m].y;
+        const char *y0 = y->data, *y1 = y0 + (size_t)y->ne[0] * sizeof(float);
+        if (cpu_qkv_overlap(lo, hi, y0, y1))
+            return false;
+    }
+    if (e->rope_params) {
+        const sy_tensor *pos = e->rope_params->inputs[1];
+        const char *p0 = pos->data;
+        if (cpu_qkv_overlap(lo, hi, p0, p0 + sizeof(int32_t)))
+            return false;
+    }
+    for (uint32_t k = 0; k < e->n_written; k++)
+        if (cpu_qkv_overlap(lo, hi, e->written[k][0], e->written[k][1]))
+            return false;
+    return true;
+}
+
+static void cpu_qkv_wrote(cpu_qkv_epilogue *e, const char *lo, const char *hi)
+{
+    e->written[e->n_written][0] = lo;
+    e->written[e->n_written][1] = hi;
+    e->n_written++;
+}
+
+static bool cpu_qkv_take_rope(cpu_qkv_epilogue *e, const sy_node *node)
+{
+    const sy_tensor *x = node->inputs[0], *pos = node->inputs[1], *y = node->output;
+    const int m = cpu_qkv_member_of(e, x);
+    if (m < 0 || e->chain[m].rope || e->chain[m].kv)
+        return false;
+    /* One table of angles serves the epilogue: every rope alike. */
+    const sy_node *first = e->rope_params;
+    if (first && (memcmp(&first->params, &node->params, sizeof node->params) != 0 ||
+                  pos->data != first->inputs[1]->data))
+        return false;
+    const char *why = NULL;
+    if (cpu_rope_prepare(e->s, node, &why) != SY_OK)
+        return false;
+    const char *lo, *hi;
+    cpu_qkv_span(y, y->data, &lo, &hi);
+    if (!cpu_qkv_may_write(e, lo, hi))
+        return false;
+    if (!first) {
+        /* The positions must not be what an earlier step writes. */
+        const char *p0 = pos->data;
+        for (uint32_t k = 0; k < e->n_written; k++)
+            if (cpu_qkv_overlap(p0, p0 + sizeof(int32_t), e->written[k][0], e->written[k][1]))
+                return false;
+        e->rope_params = node;
+    }
+    cpu_qkv_wrote(e, lo, hi);
+    struct cpu_qkv_chain *c = &e->chain[m];
+    c->rope = node;
+    c->d = x->ne[0];
+    return true;
+}
+
+static bool cpu_qkv_take_kv(cpu_qkv_epilogue *e, const sy_node *node)
+{
+    const char *why = NULL;
+    const sy_tensor *rows = node->inputs[1], *cache = node->output;
+    if (cpu_kv_write_check(node, &why) != SY_OK || rows->ne[2] != 1)
+        return false;
+    int m = -1;
+    for (uint32_t k = 0; k < e->n && m < 0; k++)
+        if (e->chain[k].rope && e->chain[k].rope->output == rows)
+            m = (int)k;
+    if (m < 0)
+        m = cpu_qkv_member_of(e, rows);
+    if (m < 0 || e->chain[m].kv || (e->chain[m].d && e->chain[m].d != rows->ne[0]))
+        return false;
+    const char *lo, *hi;
+    cpu_qkv_span(cache, cpu_row(cache, 0, node->params.i[0], 0), &lo, &hi);
+    if (!cpu_qkv_may_write(e, lo, hi))
+        return false;
+    cpu_qkv_wrote(e, lo, hi);
+    struct cpu_qkv_chain *c = &e->chain[m];
+    c->kv = node;
+    c->d = rows->ne[0];
+    return true;
+}
+
+bool cpu_qkv_take(cpu_qkv_epilogue *e, const sy_node *node)
+{
+    if (node->n_inputs < 2)
+        return false;
+    if (node->op == SY_OP_ROPE)
+        return cpu_qkv_take_rope(e, node);
+    if (node->op == SY_OP_KV_WRITE)
+        return cpu_qkv_take_kv(e, node);
+    return false;
+}
+
+sy_status cpu_qkv_ready(cpu_qkv_epilogue *e)
+{
+    cpu_state *s = e->s;
+    int64_t heads = 0;
+    for (uint32_t m = 0; m < e->n; m++)
+        if (e->chain[m].rope || e->chain[m].kv)
+            heads += e->chain[m].y->ne[0] / e->chain[m].d;
+    const size_t bytes = (size_t)heads * CPU_QKV_LINE;
+    if (s->qkv_done_size < bytes) {
+        void *p = s->host->alloc(s->host->ctx, bytes, CPU_QKV_LINE);
+        if (!p)
+            return SY_E_NO_MEMORY;
+        if (s->qkv_done)
+            s->host->free(s->host->ctx, s->qkv_done);
+        s->qkv_done = p;
+        s->qkv_done_size = bytes;
+    }
+    _Atomic int32_t *done = s->qkv_done;
+    for (int64_t h = 0; h < heads; h++)
+        atomic_init(&done[h * CPU_QKV_SLOT], 0);
+    for (uint32_t m = 0; m < e->n; m++) {
+        struct cpu_qkv_chain *c = &e->chain[m];
+        if (!c->rope && !c->kv)
+            continue;
+        c->done = done;
+        done += c->y->ne[0] / c->d * CPU_QKV_SLOT;
+    }
+    if (!s->qkv_logged) {
+        s->qkv_logged = true;
+        cpu_log(s, SY_LOG_DEBUG, "rope and kv_write after the matmul group of '%s' run in its "
+                "tiles, head by head", e->chain[0].y->name);
+    }
+    return SY_OK;
+}
+
+/* Ropes head |h| of chain |c| and writes it into the cache. */
+static void cpu_qkv_head(const cpu_state *s, const struct cpu_qkv_chain *c, int64_t h)
+{
+    if (c->rope) {
+        const sy_op_params *p = &c->rope->params;
+        cpu_rope_row((const float *)cpu_row(c->rope->inputs[0], h, 0, 0),
+                     (float *)cpu_row(c->rope->output, h, 0, 0), c->d, p->i[1],
+                     p->i[0] == SY_ROPE_NEOX, s->rope.cos, s->rope.sin);
+    }
+    if (c->kv) {
+        const sy_tensor *cache = c->kv->output;
+        cpu_store_row(s, cache->dtype, (const float *)cpu_row(c->kv->inputs[1], h, 0, 0),
+                      cpu_row(cache, h, c->kv->params.i[0], 0), c->d);
+    }
+}
+
+void cpu_qkv_tile_done(cpu_qkv_epilogue *e, uint32_t m, int64_t n0, int64_t n1)
+{
+    const struct cpu_qkv_chain *c = &e->chain[m];
+    if (!c->rope && !c->kv)
+        return;
+    const int64_t d = c->d;
+    for (int64_t h = n0 / d; h * d < n1; h++) {
+        const int64_t lo = n0 > h * d ? n0 : h * d;
+        const int64_t hi = n1 < (h + 1) * d ? n1 : (h + 1) * d;
+        const int32_t rows = (int32_t)(hi - lo);
+        /* A tile that covers the whole head needs no count. */
+        if (rows < d && atomic_fetch_add_explicit(&c->done[h * CPU_QKV_SLOT], rows,
+                                                  memory_order_acq_rel) + rows != d)
+            continue;
+        cpu_qkv_head(e->s, c, h);
+    }
+}
