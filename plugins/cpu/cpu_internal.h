@@ -108,10 +108,12 @@ typedef struct cpu_state {
         int32_t pos;
         bool has_pos;
     } rope;
-    /* Rows done per head of the q/k/v matmul group an epilogue runs in
-     * (cpu_kernels_qkv.c): one cache line per head. */
+    /* Rows done per head of the q/k/v matmul groups epilogues run in
+     * (cpu_kernels_qkv.c): one cache line per head, and the layout of
+     * heads they were last counted for. */
     void *qkv_done;
     size_t qkv_done_size;
+    int64_t qkv_layout[8]; /* heads and rows per head of each member */
     bool fuse_qkv; /* SWITCHYARD_CPU_FUSE_QKV, on by default */
     bool qkv_logged;
     sy_device_desc desc;

@@ -43,7 +43,7 @@ struct cpu_qkv_chain {
     const sy_node *rope; /* its ROPE, or NULL */
     const sy_node *kv;   /* its KV_WRITE (of the rope's output or of y), or NULL */
     int64_t d;           /* rows per head */
-    _Atomic int32_t *done; /* rows of each head done, one cache line per head */
+    _Atomic int64_t *done; /* rows of each head done, one cache line per head */
 };
 struct cpu_qkv_epilogue {
     cpu_state *s;

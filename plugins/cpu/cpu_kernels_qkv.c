@@ -8,7 +8,8 @@
  * Here every tile that finishes rows of a member's output adds how many
  * rows of each head it covered to that head's counter; the add that
  * completes a head (acquire-release, so the lane sees the rows the other
- * lanes wrote) ropes that head and writes it into the cache.  The row
+ * lanes wrote) ropes that head and writes it into the cache.  A tile
+ * covering a whole head adds nothing.  The row
  * functions are the kernels' own (cpu_rope_row, cpu_store_row), so every
  * output is bit for bit what the nodes alone write. */
 #include <stdatomic.h>
@@ -18,7 +19,7 @@
 
 #define CPU_QKV_LINE 64
 /* Counters per cache line: one head per line. */
-#define CPU_QKV_SLOT ((int64_t)(CPU_QKV_LINE / sizeof(_Atomic int32_t)))
+#define CPU_QKV_SLOT ((int64_t)(CPU_QKV_LINE / sizeof(_Atomic int64_t)))
 
 void cpu_qkv_begin(cpu_qkv_epilogue *e, cpu_state *s, const sy_node *const *group, uint32_t n)
 {
@@ -161,10 +162,22 @@ bool cpu_qkv_take(cpu_qkv_epilogue *e, const sy_node *node)
 sy_status cpu_qkv_ready(cpu_qkv_epilogue *e)
 {
     cpu_state *s = e->s;
-    int64_t heads = 0;
-    for (uint32_t m = 0; m < e->n; m++)
-        if (e->chain[m].rope || e->chain[m].kv)
-            heads += e->chain[m].y->ne[0] / e->chain[m].d;
+    /* The counters are never reset between groups (a reset moved each
+     * head's line to the calling lane and back for every layer): each
+     * group adds d to every head's counter, so at its start each counter
+     * is a multiple of its head's rows and the add that completes a head
+     * is the one that makes it one again.  Only where the heads' layout
+     * differs from the last group's are they set to zero. */
+    _Static_assert(sizeof s->qkv_layout == 2 * CPU_MATMUL_GROUP_MAX * sizeof(int64_t),
+                   "a layout holds every member's heads and rows");
+    int64_t heads = 0, layout[2 * CPU_MATMUL_GROUP_MAX] = {0};
+    for (uint32_t m = 0; m < e->n; m++) {
+        const struct cpu_qkv_chain *c = &e->chain[m];
+        const int64_t h = c->rope || c->kv ? c->y->ne[0] / c->d : 0;
+        heads += h;
+        layout[2 * m] = h;
+        layout[2 * m + 1] = h ? c->d : 0;
+    }
     const size_t bytes = (size_t)heads * CPU_QKV_LINE;
     if (s->qkv_done_size < bytes) {
         void *p = s->host->alloc(s->host->ctx, bytes, CPU_QKV_LINE);
@@ -174,10 +187,14 @@ sy_status cpu_qkv_ready(cpu_qkv_epilogue *e)
             s->host->free(s->host->ctx, s->qkv_done);
         s->qkv_done = p;
         s->qkv_done_size = bytes;
+        memset(s->qkv_layout, 0, sizeof s->qkv_layout);
     }
-    _Atomic int32_t *done = s->qkv_done;
-    for (int64_t h = 0; h < heads; h++)
-        atomic_init(&done[h * CPU_QKV_SLOT], 0);
+    _Atomic int64_t *done = s->qkv_done;
+    if (memcmp(layout, s->qkv_layout, sizeof layout) != 0) {
+        for (int64_t h = 0; h < heads; h++)
+            atomic_init(&done[h * CPU_QKV_SLOT], 0);
+        memcpy(s->qkv_layout, layout, sizeof layout);
+    }
     for (uint32_t m = 0; m < e->n; m++) {
         struct cpu_qkv_chain *c = &e->chain[m];
         if (!c->rope && !c->kv)
@@ -218,10 +235,10 @@ void cpu_qkv_tile_done(cpu_qkv_epilogue *e, uint32_t m, int64_t n0, int64_t n1)
     for (int64_t h = n0 / d; h * d < n1; h++) {
         const int64_t lo = n0 > h * d ? n0 : h * d;
         const int64_t hi = n1 < (h + 1) * d ? n1 : (h + 1) * d;
-        const int32_t rows = (int32_t)(hi - lo);
+        const int64_t rows = hi - lo;
         /* A tile that covers the whole head needs no count. */
-        if (rows < d && atomic_fetch_add_explicit(&c->done[h * CPU_QKV_SLOT], rows,
-                                                  memory_order_acq_rel) + rows != d)
+        if (rows < d && (atomic_fetch_add_explicit(&c->done[h * CPU_QKV_SLOT], rows,
+                                                   memory_order_acq_rel) + rows) % d != 0)
             continue;
         cpu_qkv_head(e->s, c, h);
     }
