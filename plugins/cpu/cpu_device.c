@@ -245,10 +245,10 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
         cpu_log(s, SY_LOG_WARN, "SWITCHYARD_CPU_REPACK='%s' is not 0 or 1; repacking stays on",
                 repack);
 
-    const char *fuse = getenv("SWITCHYARD_CPU_FUSE_QKV");
-    s->fuse_qkv = !(fuse && strcmp(fuse, "0") == 0);
+    const char *fuse = getenv("SWITCHYARD_CPU_FUSE");
+    s->fuse = !(fuse && strcmp(fuse, "0") == 0);
     if (fuse && *fuse && strcmp(fuse, "0") != 0 && strcmp(fuse, "1") != 0)
-        cpu_log(s, SY_LOG_WARN, "SWITCHYARD_CPU_FUSE_QKV='%s' is not 0 or 1; fusion stays on",
+        cpu_log(s, SY_LOG_WARN, "SWITCHYARD_CPU_FUSE='%s' is not 0 or 1; fusion stays on",
                 fuse);
 
     const char *pack_dir = getenv("SWITCHYARD_CPU_PACK_CACHE");

@@ -176,21 +176,22 @@ static uint32_t cpu_run_norm_chain(cpu_state *s, sy_node *const *nodes, uint32_t
     return 0;
 }
 
-/* Takes the ROPE and KV_WRITE nodes that follow the matmul group
- * nodes[i, i + grouped), views between them aside, into |e|
- * (cpu_kernels_qkv.c).  Returns how many nodes after the group it covers,
- * up to the last one taken; 0 when it took none. */
-static uint32_t cpu_scan_qkv(cpu_state *s, sy_node *const *nodes, uint32_t i, uint32_t grouped,
-                             uint32_t n, cpu_qkv_epilogue *e)
+/* Takes the nodes that follow the matmul group nodes[i, i + grouped),
+ * views between them aside, into |e| as far as it takes them
+ * (cpu_kernels_fused.c).  Returns how many nodes after the group it
+ * covers, up to the last one taken; 0 when it took none. */
+static uint32_t cpu_scan_epilogue(cpu_state *s, sy_node *const *nodes, uint32_t i,
+                                  uint32_t grouped, uint32_t n, cpu_epilogue *e)
 {
-    cpu_qkv_begin(e, s, (const sy_node *const *)(nodes + i), grouped);
+    cpu_epilogue_begin(e, s, (const sy_node *const *)(nodes + i), grouped);
     uint32_t covered = 0;
     for (uint32_t j = i + grouped; j < n && nodes[j]; j++) {
         sy_node *node = nodes[j];
         if (sy_op_is_view(node->op))
             continue;
-        if ((node->op != SY_OP_ROPE && node->op != SY_OP_KV_WRITE) ||
-            cpu_prepare_node(node) != SY_OK || !cpu_qkv_take(e, node))
+        const bool fusable = node->op == SY_OP_ROPE || node->op == SY_OP_KV_WRITE ||
+                             node->op == SY_OP_SWIGLU || node->op == SY_OP_GEGLU;
+        if (!fusable || cpu_prepare_node(node) != SY_OK || !cpu_epilogue_take(e, node))
             break;
         covered = j + 1 - (i + grouped);
     }
@@ -226,8 +227,8 @@ static sy_status cpu_execute_nodes(cpu_state *s, sy_node *const *nodes, uint32_t
                cpu_matmul_can_group(s, node, nodes[i + grouped]))
             grouped++;
         if (grouped > 1) {
-            cpu_qkv_epilogue epi;
-            uint32_t covered = s->fuse_qkv ? cpu_scan_qkv(s, nodes, i, grouped, n, &epi) : 0;
+            cpu_epilogue epi;
+            uint32_t covered = s->fuse ? cpu_scan_epilogue(s, nodes, i, grouped, n, &epi) : 0;
             st = cpu_kernel_matmul_group(s, (const sy_node *const *)(nodes + i), grouped,
                                          covered ? &epi : NULL, &why);
             if (st == SY_E_UNSUPPORTED && covered) {

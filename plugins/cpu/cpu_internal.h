@@ -109,13 +109,13 @@ typedef struct cpu_state {
         bool has_pos;
     } rope;
     /* Rows done per head of the q/k/v matmul groups epilogues run in
-     * (cpu_kernels_qkv.c): one cache line per head, and the layout of
+     * (cpu_kernels_fused.c): one cache line per head, and the layout of
      * heads they were last counted for. */
     void *qkv_done;
     size_t qkv_done_size;
     int64_t qkv_layout[8]; /* heads and rows per head of each member */
-    bool fuse_qkv; /* SWITCHYARD_CPU_FUSE_QKV, on by default */
-    bool qkv_logged;
+    bool fuse; /* SWITCHYARD_CPU_FUSE, on by default */
+    bool qkv_logged, glu_logged;
     sy_device_desc desc;
     uint64_t mem_in_use, mem_peak; /* bytes of buffer_alloc's buffers: now, most at once */
 } cpu_state;

@@ -25,19 +25,23 @@ sy_status cpu_kernel_matmul(cpu_state *s, const sy_node *node, const char **out_
  * whether |b| may join a group started by |a|. */
 #define CPU_MATMUL_GROUP_MAX 4
 bool cpu_matmul_can_group(const cpu_state *s, const sy_node *a, const sy_node *b);
-/* |epi| (or NULL): the per-head work that runs in the group's tiles
- * (cpu_kernels_qkv.c); with it the group must be a decode (one column per
- * member, float output rows), else SY_E_UNSUPPORTED. */
-typedef struct cpu_qkv_epilogue cpu_qkv_epilogue;
+/* |epi| (or NULL): work that runs in the group's tiles
+ * (cpu_kernels_fused.c); with it the group must be a decode (one column
+ * per member, float output rows), else SY_E_UNSUPPORTED. */
+typedef struct cpu_epilogue cpu_epilogue;
 sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uint32_t n,
-                                  cpu_qkv_epilogue *epi, const char **out_why);
+                                  cpu_epilogue *epi, const char **out_why);
 
-/* cpu_kernels_qkv.c: a decode step's ROPE of q and k and KV_WRITE of k
- * and v, run head by head inside the tiles of the q/k/v matmul group.
- * The lane that completes a head's rows of a member's output ropes that
- * head and writes it into the cache, so the lanes share this work and no
- * dispatch of its own runs for it.  Every node's output is written, bit
- * for bit as each kernel alone would (the same row functions). */
+/* cpu_kernels_fused.c: nodes that follow a decode matmul group and read
+ * its outputs, run inside the group's tiles, so the lanes share their work
+ * and no dispatch of their own runs for them; every node's output is
+ * written bit for bit as each kernel alone would (the same row functions).
+ *  - After q, k and v: the ROPE of q and k and the KV_WRITE of k and v,
+ *    head by head.  The lane that completes a head's rows of a member's
+ *    output ropes that head and writes it into the cache.
+ *  - After gate and up: their SWIGLU or GEGLU.  Each work item is a tile
+ *    of gate rows and the same tile of up rows, then the GLU of those
+ *    rows. */
 struct cpu_qkv_chain {
     const sy_tensor *y;  /* the member's output: [D * H] rows of one column */
     const sy_node *rope; /* its ROPE, or NULL */
@@ -45,24 +49,30 @@ struct cpu_qkv_chain {
     int64_t d;           /* rows per head */
     _Atomic int64_t *done; /* rows of each head done, one cache line per head */
 };
-struct cpu_qkv_epilogue {
+struct cpu_epilogue {
     cpu_state *s;
     uint32_t n; /* members */
     struct cpu_qkv_chain chain[CPU_MATMUL_GROUP_MAX];
     const sy_node *rope_params; /* the first rope; every rope has its params */
     const char *written[2 * CPU_MATMUL_GROUP_MAX][2]; /* bytes the steps write */
     uint32_t n_written;
+    const sy_node *glu; /* a SWIGLU or GEGLU of members 0 and 1, or NULL */
 };
 /* Starts an epilogue for the matmul group |group| of |n| members. */
-void cpu_qkv_begin(cpu_qkv_epilogue *e, cpu_state *s, const sy_node *const *group, uint32_t n);
-/* Takes |node| (a ROPE or KV_WRITE whose data is resolved) into the
- * epilogue when it reads a member's output heads, or the rope of one, and
- * its memory and params allow; false leaves the epilogue as it was. */
-bool cpu_qkv_take(cpu_qkv_epilogue *e, const sy_node *node);
-/* Readies an epilogue with steps to run (rope angles, head counters). */
-sy_status cpu_qkv_ready(cpu_qkv_epilogue *e);
+void cpu_epilogue_begin(cpu_epilogue *e, cpu_state *s, const sy_node *const *group, uint32_t n);
+/* Takes |node| (its data resolved) into the epilogue: a ROPE or KV_WRITE
+ * that reads a member's output heads, or the rope of one; a SWIGLU or
+ * GEGLU of the outputs of a group of two, before anything else; each only
+ * where its memory and params allow.  False leaves the epilogue as it was. */
+bool cpu_epilogue_take(cpu_epilogue *e, const sy_node *node);
+/* Readies an epilogue of ropes and KV writes (rope angles, head counters). */
+sy_status cpu_epilogue_ready(cpu_epilogue *e);
 /* Rows [n0, n1) of member |m|'s output are done (by the calling lane). */
-void cpu_qkv_tile_done(cpu_qkv_epilogue *e, uint32_t m, int64_t n0, int64_t n1);
+void cpu_epilogue_tile_done(cpu_epilogue *e, uint32_t m, int64_t n0, int64_t n1);
+/* Rows [n0, n1) of both members' outputs are done: their GLU. */
+void cpu_epilogue_glu(const cpu_epilogue *e, int64_t n0, int64_t n1);
+/* "swiglu" or "geglu". */
+const char *cpu_epilogue_glu_name(const cpu_epilogue *e);
 /* cpu_kernels_elementwise.c: ADD, MUL, SCALE, SILU, GELU, SWIGLU, GEGLU */
 sy_status cpu_kernel_elementwise(cpu_state *s, const sy_node *node, const char **out_why);
 /* cpu_kernels_rows.c: RMS_NORM, SOFTMAX, ROPE, ARGMAX */

@@ -478,7 +478,7 @@ typedef struct cpu_matmul_group {
     cpu_matmul_ctx c[CPU_MATMUL_GROUP_MAX];
     int64_t end[CPU_MATMUL_GROUP_MAX]; /* one past each member's last item */
     uint32_t n;
-    cpu_qkv_epilogue *epi; /* or NULL */
+    cpu_epilogue *epi; /* or NULL */
 } cpu_matmul_group;
 
 static void cpu_matmul_group_item(void *arg, int64_t item, uint32_t lane)
@@ -493,9 +493,23 @@ static void cpu_matmul_group_item(void *arg, int64_t item, uint32_t lane)
     if (g->epi) {
         /* A decode: the member's item i is its rows from i * tile_rows. */
         const int64_t n0 = (item - first) * c->tile_rows;
-        cpu_qkv_tile_done(g->epi, m, n0, n0 + c->tile_rows < c->n_rows ? n0 + c->tile_rows
-                                                                        : c->n_rows);
+        cpu_epilogue_tile_done(g->epi, m, n0, n0 + c->tile_rows < c->n_rows ? n0 + c->tile_rows
+                                                                             : c->n_rows);
     }
+}
+
+/* A group of two with their GLU (cpu_epilogue_glu): item i is tile i of
+ * both members, then the GLU of its rows. */
+static void cpu_matmul_glu_item(void *arg, int64_t item, uint32_t lane)
+{
+    const cpu_matmul_group *g = arg;
+    float *scratch = g->c[0].s->lanes[lane].scratch;
+    cpu_matmul_tile(&g->c[0], item, scratch);
+    cpu_matmul_tile(&g->c[1], item, scratch);
+    const int64_t n0 = item * g->c[0].tile_rows;
+    const int64_t n1 = n0 + g->c[0].tile_rows < g->c[0].n_rows ? n0 + g->c[0].tile_rows
+                                                                : g->c[0].n_rows;
+    cpu_epilogue_glu(g->epi, n0, n1);
 }
 
 bool cpu_matmul_can_group(const cpu_state *s, const sy_node *a, const sy_node *b)
@@ -515,7 +529,7 @@ bool cpu_matmul_can_group(const cpu_state *s, const sy_node *a, const sy_node *b
 }
 
 sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uint32_t n,
-                                  cpu_qkv_epilogue *epi, const char **out_why)
+                                  cpu_epilogue *epi, const char **out_why)
 {
     if (n < 2 || n > CPU_MATMUL_GROUP_MAX) {
         *out_why = "group size outside 2..CPU_MATMUL_GROUP_MAX";
@@ -553,6 +567,7 @@ sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uin
     if (st != SY_OK)
         return st;
     const uint32_t nth = cpu_lanes_for(s, flops, CPU_MATMUL_MIN_FLOPS_PER_LANE);
+    const bool glu = epi && epi->glu;
     for (uint32_t i = 0; i < n; i++) {
         cpu_matmul_ctx *c = &g.c[i];
         c->xq = g.c[0].xq;
@@ -560,11 +575,27 @@ sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uin
         c->panel_cols = g.c[0].panel_cols;
         c->panel_bytes = g.c[0].panel_bytes;
         c->panels_per_batch = g.c[0].panels_per_batch;
-        cpu_matmul_plan_tiles(c, nth, x->ne[2] * x->ne[3]);
+        /* GLU items hold a tile of each member: half as many rows each,
+         * for as many items per lane. */
+        cpu_matmul_plan_tiles(c, glu && nth > 1 ? 2 * nth : nth, x->ne[2] * x->ne[3]);
         g.end[i] = (i ? g.end[i - 1] : 0) + c->n_items;
     }
+    if (glu) {
+        if (g.c[1].tile_rows != g.c[0].tile_rows || g.c[1].n_rows != g.c[0].n_rows) {
+            *out_why = "gate and up tile differently";
+            return SY_E_UNSUPPORTED;
+        }
+        if (!s->glu_logged) {
+            s->glu_logged = true;
+            cpu_log(s, SY_LOG_DEBUG, "the %s of '%s' and '%s' runs in their matmul group's "
+                    "tiles", cpu_epilogue_glu_name(epi), nodes[0]->output->name,
+                    nodes[1]->output->name);
+        }
+        cpu_pool_run_items(s->pool, cpu_matmul_glu_item, &g, g.c[0].n_items, nth);
+        return SY_OK;
+    }
     if (epi) {
-        st = cpu_qkv_ready(epi);
+        st = cpu_epilogue_ready(epi);
         if (st != SY_OK)
             return st;
     }

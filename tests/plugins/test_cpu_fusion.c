@@ -1,17 +1,19 @@
 /* The CPU plugin's rope and KV writes inside the q/k/v matmul group
- * (cpu_kernels_qkv.c): a decode step's attention inputs, built as the
+ * (cpu_kernels_fused.c): a decode step's attention inputs, built as the
  * model builds them (three matmuls of one input, reshapes into heads,
  * rope of q and k, KV writes of k and v), give within tolerance what the
  * reference gives, and bit for bit what the plugin gives with the fusion
- * off (SWITCHYARD_CPU_FUSE_QKV=0), under every ISA table and thread count
- * of cpu_case.c; the plugin says it fused them exactly where it may. */
+ * off (SWITCHYARD_CPU_FUSE=0), under every ISA table and thread count
+ * of cpu_case.c; the plugin says it fused them exactly where it may.  The
+ * same for the FFN's gate and up matmuls and their SWIGLU or GEGLU. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cpu_case.h"
 
-#define FUSED_MSG "run in its tiles"
+#define QKV_FUSED "run in its tiles"
+#define GLU_FUSED "runs in their matmul group's tiles"
 
 typedef struct qkv_shape {
     int64_t k, d, heads, kv_heads, tokens, ctx;
@@ -29,13 +31,13 @@ static sy_tensor *reshape(tcase *tc, const char *name, sy_tensor *x, int64_t d, 
 /* Runs the case on the cpu device under |cfg| with the fusion |fuse| ("0"
  * or "1") and copies every output, then every in-place leaf, into |dst|.
  * False when the ISA table is not available here. */
-static bool run_with_fusion(tcase *tc, const run_cfg *cfg, const char *fuse, bool want_fused,
-                            void **dst)
+static bool run_with_fusion(tcase *tc, const run_cfg *cfg, const char *fuse, const char *msg,
+                            bool want_fused, void **dst)
 {
-    setenv("SWITCHYARD_CPU_FUSE_QKV", fuse, 1);
+    setenv("SWITCHYARD_CPU_FUSE", fuse, 1);
     uint32_t dev = 0;
     sy_runtime *rt = tc_runtime(tc, cfg, &dev);
-    unsetenv("SWITCHYARD_CPU_FUSE_QKV");
+    unsetenv("SWITCHYARD_CPU_FUSE");
     if (strstr(tc->log, "' is not available here")) {
         sy_runtime_destroy(rt);
         return false;
@@ -53,7 +55,7 @@ static bool run_with_fusion(tcase *tc, const run_cfg *cfg, const char *fuse, boo
         cr_assert_eq(sy_runtime_execute_on(rt, tc->g, dev), SY_OK, "%s [%s isa, %s threads]: %s",
                      tc->what, cfg->isa, cfg->threads, sy_runtime_last_error(rt));
     }
-    const bool fused = strstr(tc->log, FUSED_MSG) != NULL;
+    const bool fused = strstr(tc->log, msg) != NULL;
     cr_assert_eq(fused, want_fused, "%s [%s isa, %s threads, fusion %s]: fused %d, want %d:\n%s",
                  tc->what, cfg->isa, cfg->threads, fuse, fused, want_fused, tc->log);
     cr_assert(!strstr(tc->log, "runs the reference kernel"), "%s: a node fell back:\n%s",
@@ -128,9 +130,9 @@ static void check_qkv(const qkv_shape *sh)
         on[i] = tc_alloc(&tc, sizes[i]);
     }
     for (size_t c = 0; c < N_RUN_CFGS; c++) {
-        if (!run_with_fusion(&tc, &run_cfgs[c], "0", false, off))
+        if (!run_with_fusion(&tc, &run_cfgs[c], "0", QKV_FUSED, false, off))
             continue;
-        run_with_fusion(&tc, &run_cfgs[c], "1", t == 1, on);
+        run_with_fusion(&tc, &run_cfgs[c], "1", QKV_FUSED, t == 1, on);
         for (uint32_t i = 0; i < 5; i++)
             cr_assert(memcmp(off[i], on[i], sizes[i]) == 0,
                       "%s [%s isa, %s threads, seed %llu]: %s differs with the fusion on",
@@ -168,3 +170,45 @@ Test(cpu_fusion, leaves_a_prompts_nodes_alone)
                           .n_rot = 32};
     check_qkv(&sh);
 }
+
+/* ------------------------------------------------------------------ glu */
+
+static void check_glu(sy_op op, sy_dtype wtype, int64_t k, int64_t f, int64_t tokens)
+{
+    tcase tc;
+    tc_begin(&tc, "gate/up group w=%s K=%lld F=%lld T=%lld then %s", sy_dtype_name(wtype),
+             (long long)k, (long long)f, (long long)tokens, op == SY_OP_SWIGLU ? "swiglu" : "geglu");
+    sy_tensor *x = tc_input(&tc, "x", SY_DTYPE_F32, k, tokens, 1, 1);
+    const int64_t wne[4] = {k, f, 1, 1};
+    sy_tensor *in[2] = {tc_leaf(&tc, "w_gate", wtype, wne, SY_ROLE_WEIGHT, NULL), x};
+    sy_tensor *gate = tc_node(&tc, SY_OP_MATMUL, "ffn_gate", in, 2, NULL);
+    in[0] = tc_leaf(&tc, "w_up", wtype, wne, SY_ROLE_WEIGHT, NULL);
+    sy_tensor *up = tc_node(&tc, SY_OP_MATMUL, "ffn_up", in, 2, NULL);
+    sy_tensor *gu[2] = {gate, up};
+    sy_tensor *y = tc_node(&tc, op, "ffn_glu", gu, 2, NULL);
+    tc_output(&tc, y);
+    tc_run(&tc, (tol){2e-3, 2e-3});
+
+    const size_t size = sy_tensor_nbytes(y);
+    void *off[1] = {tc_alloc(&tc, size)}, *on[1] = {tc_alloc(&tc, size)};
+    for (size_t c = 0; c < N_RUN_CFGS; c++) {
+        if (!run_with_fusion(&tc, &run_cfgs[c], "0", GLU_FUSED, false, off))
+            continue;
+        run_with_fusion(&tc, &run_cfgs[c], "1", GLU_FUSED, tokens == 1, on);
+        cr_assert(memcmp(off[0], on[0], size) == 0,
+                  "%s [%s isa, %s threads, seed %llu]: the glu differs with the fusion on", tc.what,
+                  run_cfgs[c].isa, run_cfgs[c].threads, (unsigned long long)tc.rng.seed);
+    }
+    tc_end(&tc);
+}
+
+/* Rows that are not a multiple of the tiles: the last item is short. */
+Test(cpu_fusion, runs_swiglu_in_the_gate_up_tiles)
+{
+    check_glu(SY_OP_SWIGLU, SY_DTYPE_Q4_0, 256, 1000, 1);
+    check_glu(SY_OP_SWIGLU, SY_DTYPE_Q8_0, 512, 1536, 1);
+}
+
+Test(cpu_fusion, runs_geglu_in_the_gate_up_tiles) { check_glu(SY_OP_GEGLU, SY_DTYPE_Q4_1, 256, 776, 1); }
+
+Test(cpu_fusion, leaves_a_prompts_glu_alone) { check_glu(SY_OP_SWIGLU, SY_DTYPE_Q4_0, 256, 200, 4); }

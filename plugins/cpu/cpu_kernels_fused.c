@@ -21,7 +21,7 @@
 /* Counters per cache line: one head per line. */
 #define CPU_QKV_SLOT ((int64_t)(CPU_QKV_LINE / sizeof(_Atomic int64_t)))
 
-void cpu_qkv_begin(cpu_qkv_epilogue *e, cpu_state *s, const sy_node *const *group, uint32_t n)
+void cpu_epilogue_begin(cpu_epilogue *e, cpu_state *s, const sy_node *const *group, uint32_t n)
 {
     memset(e, 0, sizeof *e);
     e->s = s;
@@ -33,7 +33,7 @@ void cpu_qkv_begin(cpu_qkv_epilogue *e, cpu_state *s, const sy_node *const *grou
 /* The member whose output |x| lays out as heads: an f32 [D, H, 1] view of
  * the member's [D * H] output column, head h at rows [h * D, (h + 1) * D).
  * -1 when none. */
-static int cpu_qkv_member_of(const cpu_qkv_epilogue *e, const sy_tensor *x)
+static int cpu_qkv_member_of(const cpu_epilogue *e, const sy_tensor *x)
 {
     if (!cpu_is_f32_rows(x) || x->ne[2] != 1 || x->ne[3] != 1 ||
         x->nb[1] != (uint64_t)x->ne[0] * sizeof(float))
@@ -63,7 +63,7 @@ static bool cpu_qkv_overlap(const char *a0, const char *a1, const char *b0, cons
  * else the epilogue or the group reads or writes: the members' outputs
  * (tiles write them in any order with the steps), the positions, and
  * what earlier steps write. */
-static bool cpu_qkv_may_write(const cpu_qkv_epilogue *e, const char *lo, const char *hi)
+static bool cpu_qkv_may_write(const cpu_epilogue *e, const char *lo, const char *hi)
 {
     for (uint32_t m = 0; m < e->n; m++) {
         const sy_tensor *y = e->chain[m].y;
@@ -83,14 +83,14 @@ static bool cpu_qkv_may_write(const cpu_qkv_epilogue *e, const char *lo, const c
     return true;
 }
 
-static void cpu_qkv_wrote(cpu_qkv_epilogue *e, const char *lo, const char *hi)
+static void cpu_qkv_wrote(cpu_epilogue *e, const char *lo, const char *hi)
 {
     e->written[e->n_written][0] = lo;
     e->written[e->n_written][1] = hi;
     e->n_written++;
 }
 
-static bool cpu_qkv_take_rope(cpu_qkv_epilogue *e, const sy_node *node)
+static bool cpu_qkv_take_rope(cpu_epilogue *e, const sy_node *node)
 {
     const sy_tensor *x = node->inputs[0], *pos = node->inputs[1], *y = node->output;
     const int m = cpu_qkv_member_of(e, x);
@@ -123,7 +123,7 @@ static bool cpu_qkv_take_rope(cpu_qkv_epilogue *e, const sy_node *node)
     return true;
 }
 
-static bool cpu_qkv_take_kv(cpu_qkv_epilogue *e, const sy_node *node)
+static bool cpu_qkv_take_kv(cpu_epilogue *e, const sy_node *node)
 {
     const char *why = NULL;
     const sy_tensor *rows = node->inputs[1], *cache = node->output;
@@ -148,18 +148,68 @@ static bool cpu_qkv_take_kv(cpu_qkv_epilogue *e, const sy_node *node)
     return true;
 }
 
-bool cpu_qkv_take(cpu_qkv_epilogue *e, const sy_node *node)
+/* A SWIGLU or GEGLU of member 0's output (the gate) and member 1's (up),
+ * in a group of two with nothing else taken.  Its output is either one of
+ * them (in place: each element is read before it is written) or apart
+ * from both. */
+static bool cpu_glu_take(cpu_epilogue *e, const sy_node *node)
 {
-    if (node->n_inputs < 2)
+    if (e->n != 2 || e->glu || e->n_written || e->rope_params)
+        return false;
+    const sy_tensor *g = node->inputs[0], *u = node->inputs[1], *y = node->output;
+    const sy_tensor *yg = e->chain[0].y, *yu = e->chain[1].y;
+    if (g->data != yg->data || u->data != yu->data)
+        return false;
+    const sy_tensor *all[5] = {g, u, y, yg, yu};
+    for (int i = 0; i < 5; i++) {
+        const sy_tensor *t = all[i];
+        if (!cpu_is_f32_rows(t) || t->ne[0] != yg->ne[0] || t->ne[1] != 1 || t->ne[2] != 1 ||
+            t->ne[3] != 1)
+            return false;
+    }
+    const char *y0 = y->data, *y1 = y0 + (size_t)y->ne[0] * sizeof(float);
+    for (int i = 3; i < 5; i++) {
+        const char *a0 = all[i]->data, *a1 = a0 + (size_t)all[i]->ne[0] * sizeof(float);
+        if (y0 != a0 && cpu_qkv_overlap(y0, y1, a0, a1))
+            return false;
+    }
+    e->glu = node;
+    return true;
+}
+
+bool cpu_epilogue_take(cpu_epilogue *e, const sy_node *node)
+{
+    if (node->n_inputs < 2 || e->glu)
         return false;
     if (node->op == SY_OP_ROPE)
         return cpu_qkv_take_rope(e, node);
     if (node->op == SY_OP_KV_WRITE)
         return cpu_qkv_take_kv(e, node);
+    if (node->op == SY_OP_SWIGLU || node->op == SY_OP_GEGLU)
+        return cpu_glu_take(e, node);
     return false;
 }
 
-sy_status cpu_qkv_ready(cpu_qkv_epilogue *e)
+const char *cpu_epilogue_glu_name(const cpu_epilogue *e)
+{
+    return e->glu->op == SY_OP_SWIGLU ? "swiglu" : "geglu";
+}
+
+void cpu_epilogue_glu(const cpu_epilogue *e, int64_t n0, int64_t n1)
+{
+    const sy_node *glu = e->glu;
+    const float *g = (const float *)glu->inputs[0]->data + n0;
+    const float *u = (const float *)glu->inputs[1]->data + n0;
+    float *y = (float *)glu->output->data + n0;
+    /* As cpu_kernel_elementwise: n0 is a multiple of 16, where its lanes
+     * split too, so the vector kernels see the same runs. */
+    if (glu->op == SY_OP_SWIGLU)
+        e->s->isa->silu_f32(y, g, u, n1 - n0);
+    else
+        e->s->isa->gelu_f32(y, g, u, n1 - n0);
+}
+
+sy_status cpu_epilogue_ready(cpu_epilogue *e)
 {
     cpu_state *s = e->s;
     /* The counters are never reset between groups (a reset moved each
@@ -226,7 +276,7 @@ static void cpu_qkv_head(const cpu_state *s, const struct cpu_qkv_chain *c, int6
     }
 }
 
-void cpu_qkv_tile_done(cpu_qkv_epilogue *e, uint32_t m, int64_t n0, int64_t n1)
+void cpu_epilogue_tile_done(cpu_epilogue *e, uint32_t m, int64_t n0, int64_t n1)
 {
     const struct cpu_qkv_chain *c = &e->chain[m];
     if (!c->rope && !c->kv)
