@@ -10,9 +10,11 @@
 # landed in:
 #   kernels   the CPU plugin's op arithmetic (ISA kernels, tile and row
 #             loops: every sy-cpu.so function not listed below) and libm
-#   dispatch  the plugin's per-node work: cpu_device_execute, data
-#             resolution, cpu_kernel_* setup (dtype checks, tiling,
-#             scratch), cpu_log
+#   dispatch  the plugin's per-node work: cpu_device_execute and its node
+#             loop (cpu_execute_nodes), data resolution, cpu_kernel_* and
+#             matmul setup (dtype checks, tiling, scratch, the lookup of a
+#             packed weight), matching and readying the nodes fused into
+#             a matmul group (cpu_kernels_fused.c), cpu_log
 #   pool      cpu_pool_* and cpu_worker_main (a worker's wait for the next
 #             job is inlined there): waking lanes, claiming chunks, waiting
 #             for lanes still inside a job (the barrier)
@@ -20,7 +22,8 @@
 #   libc      malloc/free, printf (node names), qsort, memcpy outside kernels
 #   os        the kernel: interrupts, page faults, scheduling
 #   other     the CLI, the dynamic linker, hwloc
-#   repack    any sample under cpu_weight_packed or cpu_repack_task, or in
+#   repack    any sample under cpu_weight_packed (but in it: its lookup
+#             is dispatch) or cpu_repack_task, or in
 #             madvise called from the plugin (its file-page release): the
 #             CPU plugin's one-time copy of Q4_0/Q4_1 weights into its
 #             packed layout, made during the first (warm-up) step; reported
@@ -188,7 +191,7 @@ perf script -i "$out/perf.data" -F pid,tid,time,ip,sym,dso 2> /dev/null | awk -v
 function classify(sym, dso) {
     if (dso ~ /sy-cpu\.so/) {
         if (sym ~ /^cpu_pool_/ || sym == "cpu_worker_main") return "pool"
-        if (sym ~ /^(cpu_device_execute|cpu_prepare_node|cpu_resolve_data|cpu_kernel_run|cpu_kernel_[a-z0-9_]+|cpu_scratch_reserve|cpu_shared_reserve|cpu_log|cpu_op_name|cpu_status_name)$/) return "dispatch"
+        if (sym ~ /^(cpu_device_execute|cpu_execute_nodes|cpu_prepare_batch|cpu_prepare_node|cpu_resolve_data|cpu_run_norm_chain|cpu_scan_epilogue|cpu_kernel_run|cpu_kernel_[a-z0-9_]+|cpu_matmul_(setup|plan_tiles|use_packed|scratch|can_group)|cpu_epilogue_(begin|take|ready)|cpu_qkv_(take_rope|take_kv|member_of|span|may_write|wrote)|cpu_glu_take|cpu_rope_prepare|cpu_rope_tables|cpu_kv_write_check|cpu_weight_packed|cpu_weight_packed_made|cpu_scratch_reserve|cpu_shared_reserve|cpu_log|cpu_op_name|cpu_status_name)($|\.)/) return "dispatch"
         return "kernels"
     }
     if (dso ~ /libm\.so/) return "kernels"
@@ -216,7 +219,9 @@ function flush() {
     dso = $NF; sym = $2
     if (leaf == "") { leaf = classify(sym, dso); leaf_sym = sym }
     if (sym ~ /^run_once($|\.)/) timed = 1  # gcc may clone it (run_once.constprop.0)
-    if (sym == "cpu_weight_packed" || sym == "cpu_repack_task") repack = 1
+    # Packing runs under cpu_weight_packed; its own samples at every step
+    # (the lookup of the packed copy) are dispatch.
+    if ((sym == "cpu_weight_packed" && leaf_sym !~ /^cpu_weight_packed/) || sym == "cpu_repack_task") repack = 1
     # The plugin calls madvise only to release the file pages of a packed
     # weight; unwinding by frame pointers drops the caller of the frameless
     # libc wrapper, so cpu_weight_packed is not always in those stacks.
