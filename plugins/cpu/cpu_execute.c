@@ -189,9 +189,8 @@ static uint32_t cpu_scan_epilogue(cpu_state *s, sy_node *const *nodes, uint32_t 
         sy_node *node = nodes[j];
         if (sy_op_is_view(node->op))
             continue;
-        const bool fusable = node->op == SY_OP_ROPE || node->op == SY_OP_KV_WRITE ||
-                             node->op == SY_OP_SWIGLU || node->op == SY_OP_GEGLU;
-        if (!fusable || cpu_prepare_node(node) != SY_OK || !cpu_epilogue_take(e, node))
+        if ((node->op != SY_OP_ROPE && node->op != SY_OP_KV_WRITE) ||
+            cpu_prepare_node(node) != SY_OK || !cpu_epilogue_take(e, node))
             break;
         covered = j + 1 - (i + grouped);
     }
@@ -228,7 +227,21 @@ static sy_status cpu_execute_nodes(cpu_state *s, sy_node *const *nodes, uint32_t
             grouped++;
         if (grouped > 1) {
             cpu_epilogue epi;
-            uint32_t covered = s->fuse ? cpu_scan_epilogue(s, nodes, i, grouped, n, &epi) : 0;
+            uint32_t covered = 0;
+            if (s->fuse) {
+                /* The nodes the scan looks at, prepared as one batch (their
+                 * structs' misses overlap) rather than one by one. */
+                const uint32_t want = n - (i + grouped) > CPU_PREPARE_BATCH
+                                          ? i + grouped + CPU_PREPARE_BATCH
+                                          : n;
+                if (prepared < want) {
+                    st = cpu_prepare_batch(s, nodes, prepared, want);
+                    if (st != SY_OK)
+                        return st;
+                    prepared = want;
+                }
+                covered = cpu_scan_epilogue(s, nodes, i, grouped, n, &epi);
+            }
             st = cpu_kernel_matmul_group(s, (const sy_node *const *)(nodes + i), grouped,
                                          covered ? &epi : NULL, &why);
             if (st == SY_E_UNSUPPORTED && covered) {

@@ -115,7 +115,7 @@ typedef struct cpu_state {
     size_t qkv_done_size;
     int64_t qkv_layout[8]; /* heads and rows per head of each member */
     bool fuse; /* SWITCHYARD_CPU_FUSE, on by default */
-    bool qkv_logged, glu_logged;
+    bool qkv_logged;
     sy_device_desc desc;
     uint64_t mem_in_use, mem_peak; /* bytes of buffer_alloc's buffers: now, most at once */
 } cpu_state;

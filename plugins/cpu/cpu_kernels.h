@@ -36,12 +36,12 @@ sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uin
  * its outputs, run inside the group's tiles, so the lanes share their work
  * and no dispatch of their own runs for them; every node's output is
  * written bit for bit as each kernel alone would (the same row functions).
- *  - After q, k and v: the ROPE of q and k and the KV_WRITE of k and v,
- *    head by head.  The lane that completes a head's rows of a member's
- *    output ropes that head and writes it into the cache.
- *  - After gate and up: their SWIGLU or GEGLU.  Each work item is a tile
- *    of gate rows and the same tile of up rows, then the GLU of those
- *    rows. */
+ * After q, k and v: the ROPE of q and k and the KV_WRITE of k and v, head
+ * by head.  The lane that completes a head's rows of a member's output
+ * ropes that head and writes it into the cache.  (The SWIGLU after gate
+ * and up was run in their tiles too, each item a tile of gate rows and
+ * the same tile of up rows: two weight streams per lane instead of one
+ * cost the 1.1B Q4_0 decode 4-11% at 2 threads; it runs as a node.) */
 struct cpu_qkv_chain {
     const sy_tensor *y;  /* the member's output: [D * H] rows of one column */
     const sy_node *rope; /* its ROPE, or NULL */
@@ -56,23 +56,17 @@ struct cpu_epilogue {
     const sy_node *rope_params; /* the first rope; every rope has its params */
     const char *written[2 * CPU_MATMUL_GROUP_MAX][2]; /* bytes the steps write */
     uint32_t n_written;
-    const sy_node *glu; /* a SWIGLU or GEGLU of members 0 and 1, or NULL */
 };
 /* Starts an epilogue for the matmul group |group| of |n| members. */
 void cpu_epilogue_begin(cpu_epilogue *e, cpu_state *s, const sy_node *const *group, uint32_t n);
 /* Takes |node| (its data resolved) into the epilogue: a ROPE or KV_WRITE
- * that reads a member's output heads, or the rope of one; a SWIGLU or
- * GEGLU of the outputs of a group of two, before anything else; each only
- * where its memory and params allow.  False leaves the epilogue as it was. */
+ * that reads a member's output heads, or the rope of one, where its memory
+ * and params allow.  False leaves the epilogue as it was. */
 bool cpu_epilogue_take(cpu_epilogue *e, const sy_node *node);
-/* Readies an epilogue of ropes and KV writes (rope angles, head counters). */
+/* Readies an epilogue (head counters). */
 sy_status cpu_epilogue_ready(cpu_epilogue *e);
 /* Rows [n0, n1) of member |m|'s output are done (by the calling lane). */
 void cpu_epilogue_tile_done(cpu_epilogue *e, uint32_t m, int64_t n0, int64_t n1);
-/* Rows [n0, n1) of both members' outputs are done: their GLU. */
-void cpu_epilogue_glu(const cpu_epilogue *e, int64_t n0, int64_t n1);
-/* "swiglu" or "geglu". */
-const char *cpu_epilogue_glu_name(const cpu_epilogue *e);
 /* cpu_kernels_elementwise.c: ADD, MUL, SCALE, SILU, GELU, SWIGLU, GEGLU */
 sy_status cpu_kernel_elementwise(cpu_state *s, const sy_node *node, const char **out_why);
 /* cpu_kernels_rows.c: RMS_NORM, SOFTMAX, ROPE, ARGMAX */

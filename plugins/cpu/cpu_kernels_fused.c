@@ -148,65 +148,15 @@ static bool cpu_qkv_take_kv(cpu_epilogue *e, const sy_node *node)
     return true;
 }
 
-/* A SWIGLU or GEGLU of member 0's output (the gate) and member 1's (up),
- * in a group of two with nothing else taken.  Its output is either one of
- * them (in place: each element is read before it is written) or apart
- * from both. */
-static bool cpu_glu_take(cpu_epilogue *e, const sy_node *node)
-{
-    if (e->n != 2 || e->glu || e->n_written || e->rope_params)
-        return false;
-    const sy_tensor *g = node->inputs[0], *u = node->inputs[1], *y = node->output;
-    const sy_tensor *yg = e->chain[0].y, *yu = e->chain[1].y;
-    if (g->data != yg->data || u->data != yu->data)
-        return false;
-    const sy_tensor *all[5] = {g, u, y, yg, yu};
-    for (int i = 0; i < 5; i++) {
-        const sy_tensor *t = all[i];
-        if (!cpu_is_f32_rows(t) || t->ne[0] != yg->ne[0] || t->ne[1] != 1 || t->ne[2] != 1 ||
-            t->ne[3] != 1)
-            return false;
-    }
-    const char *y0 = y->data, *y1 = y0 + (size_t)y->ne[0] * sizeof(float);
-    for (int i = 3; i < 5; i++) {
-        const char *a0 = all[i]->data, *a1 = a0 + (size_t)all[i]->ne[0] * sizeof(float);
-        if (y0 != a0 && cpu_qkv_overlap(y0, y1, a0, a1))
-            return false;
-    }
-    e->glu = node;
-    return true;
-}
-
 bool cpu_epilogue_take(cpu_epilogue *e, const sy_node *node)
 {
-    if (node->n_inputs < 2 || e->glu)
+    if (node->n_inputs < 2)
         return false;
     if (node->op == SY_OP_ROPE)
         return cpu_qkv_take_rope(e, node);
     if (node->op == SY_OP_KV_WRITE)
         return cpu_qkv_take_kv(e, node);
-    if (node->op == SY_OP_SWIGLU || node->op == SY_OP_GEGLU)
-        return cpu_glu_take(e, node);
     return false;
-}
-
-const char *cpu_epilogue_glu_name(const cpu_epilogue *e)
-{
-    return e->glu->op == SY_OP_SWIGLU ? "swiglu" : "geglu";
-}
-
-void cpu_epilogue_glu(const cpu_epilogue *e, int64_t n0, int64_t n1)
-{
-    const sy_node *glu = e->glu;
-    const float *g = (const float *)glu->inputs[0]->data + n0;
-    const float *u = (const float *)glu->inputs[1]->data + n0;
-    float *y = (float *)glu->output->data + n0;
-    /* As cpu_kernel_elementwise: n0 is a multiple of 16, where its lanes
-     * split too, so the vector kernels see the same runs. */
-    if (glu->op == SY_OP_SWIGLU)
-        e->s->isa->silu_f32(y, g, u, n1 - n0);
-    else
-        e->s->isa->gelu_f32(y, g, u, n1 - n0);
 }
 
 sy_status cpu_epilogue_ready(cpu_epilogue *e)

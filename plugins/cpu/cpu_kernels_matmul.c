@@ -498,20 +498,6 @@ static void cpu_matmul_group_item(void *arg, int64_t item, uint32_t lane)
     }
 }
 
-/* A group of two with their GLU (cpu_epilogue_glu): item i is tile i of
- * both members, then the GLU of its rows. */
-static void cpu_matmul_glu_item(void *arg, int64_t item, uint32_t lane)
-{
-    const cpu_matmul_group *g = arg;
-    float *scratch = g->c[0].s->lanes[lane].scratch;
-    cpu_matmul_tile(&g->c[0], item, scratch);
-    cpu_matmul_tile(&g->c[1], item, scratch);
-    const int64_t n0 = item * g->c[0].tile_rows;
-    const int64_t n1 = n0 + g->c[0].tile_rows < g->c[0].n_rows ? n0 + g->c[0].tile_rows
-                                                                : g->c[0].n_rows;
-    cpu_epilogue_glu(g->epi, n0, n1);
-}
-
 bool cpu_matmul_can_group(const cpu_state *s, const sy_node *a, const sy_node *b)
 {
     const sy_tensor *xa = a->inputs[1], *xb = b->inputs[1];
@@ -567,7 +553,6 @@ sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uin
     if (st != SY_OK)
         return st;
     const uint32_t nth = cpu_lanes_for(s, flops, CPU_MATMUL_MIN_FLOPS_PER_LANE);
-    const bool glu = epi && epi->glu;
     for (uint32_t i = 0; i < n; i++) {
         cpu_matmul_ctx *c = &g.c[i];
         c->xq = g.c[0].xq;
@@ -575,24 +560,8 @@ sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uin
         c->panel_cols = g.c[0].panel_cols;
         c->panel_bytes = g.c[0].panel_bytes;
         c->panels_per_batch = g.c[0].panels_per_batch;
-        /* GLU items hold a tile of each member: half as many rows each,
-         * for as many items per lane. */
-        cpu_matmul_plan_tiles(c, glu && nth > 1 ? 2 * nth : nth, x->ne[2] * x->ne[3]);
+        cpu_matmul_plan_tiles(c, nth, x->ne[2] * x->ne[3]);
         g.end[i] = (i ? g.end[i - 1] : 0) + c->n_items;
-    }
-    if (glu) {
-        if (g.c[1].tile_rows != g.c[0].tile_rows || g.c[1].n_rows != g.c[0].n_rows) {
-            *out_why = "gate and up tile differently";
-            return SY_E_UNSUPPORTED;
-        }
-        if (!s->glu_logged) {
-            s->glu_logged = true;
-            cpu_log(s, SY_LOG_DEBUG, "the %s of '%s' and '%s' runs in their matmul group's "
-                    "tiles", cpu_epilogue_glu_name(epi), nodes[0]->output->name,
-                    nodes[1]->output->name);
-        }
-        cpu_pool_run_items(s->pool, cpu_matmul_glu_item, &g, g.c[0].n_items, nth);
-        return SY_OK;
     }
     if (epi) {
         st = cpu_epilogue_ready(epi);

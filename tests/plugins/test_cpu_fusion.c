@@ -5,7 +5,8 @@
  * reference gives, and bit for bit what the plugin gives with the fusion
  * off (SWITCHYARD_CPU_FUSE=0), under every ISA table and thread count
  * of cpu_case.c; the plugin says it fused them exactly where it may.  The
- * same for the FFN's gate and up matmuls and their SWIGLU or GEGLU. */
+ * FFN's gate and up matmuls and their SWIGLU or GEGLU give the reference's
+ * results within tolerance, the GLU run as a node either way. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,8 @@
 #include "cpu_case.h"
 
 #define QKV_FUSED "run in its tiles"
+/* What the plugin said when it ran a GLU in the gate/up group's tiles
+ * (no longer: two weight streams per lane slowed the 1.1B decode). */
 #define GLU_FUSED "runs in their matmul group's tiles"
 
 typedef struct qkv_shape {
@@ -194,7 +197,7 @@ static void check_glu(sy_op op, sy_dtype wtype, int64_t k, int64_t f, int64_t to
     for (size_t c = 0; c < N_RUN_CFGS; c++) {
         if (!run_with_fusion(&tc, &run_cfgs[c], "0", GLU_FUSED, false, off))
             continue;
-        run_with_fusion(&tc, &run_cfgs[c], "1", GLU_FUSED, tokens == 1, on);
+        run_with_fusion(&tc, &run_cfgs[c], "1", GLU_FUSED, false, on);
         cr_assert(memcmp(off[0], on[0], size) == 0,
                   "%s [%s isa, %s threads, seed %llu]: the glu differs with the fusion on", tc.what,
                   run_cfgs[c].isa, run_cfgs[c].threads, (unsigned long long)tc.rng.seed);
@@ -202,13 +205,15 @@ static void check_glu(sy_op op, sy_dtype wtype, int64_t k, int64_t f, int64_t to
     tc_end(&tc);
 }
 
-/* Rows that are not a multiple of the tiles: the last item is short. */
-Test(cpu_fusion, runs_swiglu_in_the_gate_up_tiles)
+/* Rows that are not a multiple of the tiles: the last tile is short. */
+Test(cpu_fusion, runs_swiglu_after_the_gate_up_group_as_a_node)
 {
     check_glu(SY_OP_SWIGLU, SY_DTYPE_Q4_0, 256, 1000, 1);
     check_glu(SY_OP_SWIGLU, SY_DTYPE_Q8_0, 512, 1536, 1);
+    check_glu(SY_OP_SWIGLU, SY_DTYPE_Q4_0, 256, 200, 4);
 }
 
-Test(cpu_fusion, runs_geglu_in_the_gate_up_tiles) { check_glu(SY_OP_GEGLU, SY_DTYPE_Q4_1, 256, 776, 1); }
-
-Test(cpu_fusion, leaves_a_prompts_glu_alone) { check_glu(SY_OP_SWIGLU, SY_DTYPE_Q4_0, 256, 200, 4); }
+Test(cpu_fusion, runs_geglu_after_the_gate_up_group_as_a_node)
+{
+    check_glu(SY_OP_GEGLU, SY_DTYPE_Q4_1, 256, 776, 1);
+}
