@@ -27,35 +27,38 @@ void cpu_log(const cpu_state *s, sy_log_level level, const char *fmt, ...)
     s->host->log(s->host->ctx, level, msg);
 }
 
+sy_status cpu_reserve(cpu_state *s, void **p, size_t *size, size_t bytes, bool *grew)
+{
+    if (grew)
+        *grew = false;
+    if (*size >= bytes)
+        return SY_OK;
+    void *q = s->host->alloc(s->host->ctx, bytes, CPU_ALIGN);
+    if (!q)
+        return SY_E_NO_MEMORY;
+    if (*p)
+        s->host->free(s->host->ctx, *p);
+    *p = q;
+    *size = bytes;
+    if (grew)
+        *grew = true;
+    return SY_OK;
+}
+
 sy_status cpu_scratch_reserve(cpu_state *s, size_t bytes)
 {
     for (uint32_t i = 0; i < s->n_threads; i++) {
         cpu_lane *l = &s->lanes[i];
-        if (l->scratch_size >= bytes)
-            continue;
-        void *p = s->host->alloc(s->host->ctx, bytes, CPU_ALIGN);
-        if (!p)
-            return SY_E_NO_MEMORY;
-        if (l->scratch)
-            s->host->free(s->host->ctx, l->scratch);
-        l->scratch = p;
-        l->scratch_size = bytes;
+        sy_status st = cpu_reserve(s, &l->scratch, &l->scratch_size, bytes, NULL);
+        if (st != SY_OK)
+            return st;
     }
     return SY_OK;
 }
 
 sy_status cpu_shared_reserve(cpu_state *s, size_t bytes)
 {
-    if (s->shared_size >= bytes)
-        return SY_OK;
-    void *p = s->host->alloc(s->host->ctx, bytes, CPU_ALIGN);
-    if (!p)
-        return SY_E_NO_MEMORY;
-    if (s->shared)
-        s->host->free(s->host->ctx, s->shared);
-    s->shared = p;
-    s->shared_size = bytes;
-    return SY_OK;
+    return cpu_reserve(s, &s->shared, &s->shared_size, bytes, NULL);
 }
 
 /* Fills t->data when the runtime left it NULL but the tensor lives in one
@@ -242,13 +245,10 @@ static sy_status cpu_execute_nodes(cpu_state *s, sy_node *const *nodes, uint32_t
                 }
                 covered = cpu_scan_epilogue(s, nodes, i, grouped, n, &epi);
             }
+            /* Refused (SY_E_UNSUPPORTED), the first member runs alone
+             * below and the rest, the taken nodes too, as nodes. */
             st = cpu_kernel_matmul_group(s, (const sy_node *const *)(nodes + i), grouped,
                                          covered ? &epi : NULL, &why);
-            if (st == SY_E_UNSUPPORTED && covered) {
-                covered = 0;
-                st = cpu_kernel_matmul_group(s, (const sy_node *const *)(nodes + i), grouped,
-                                             NULL, &why);
-            }
             if (st == SY_OK) {
                 i += grouped - 1 + covered;
                 continue;

@@ -124,6 +124,10 @@ typedef struct cpu_state {
 void cpu_log(const cpu_state *s, sy_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Makes the host allocation *|p| (of *|size| bytes, or NULL) at least
+ * |bytes| long, CPU_ALIGN-aligned, contents not kept; *|grew| (or NULL)
+ * tells whether it was replaced. */
+sy_status cpu_reserve(cpu_state *s, void **p, size_t *size, size_t bytes, bool *grew);
 /* Makes every lane's scratch at least |bytes| long (contents not kept). */
 sy_status cpu_scratch_reserve(cpu_state *s, size_t bytes);
 /* Makes the shared scratch at least |bytes| long (contents not kept). */

@@ -42,12 +42,24 @@ sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uin
  * and up was run in their tiles too, each item a tile of gate rows and
  * the same tile of up rows: two weight streams per lane instead of one
  * cost the 1.1B Q4_0 decode 4-11% at 2 threads; it runs as a node.) */
+/* Head h of a step reads x + h * x_nb and writes y + h * y_nb. */
+struct cpu_qkv_rows {
+    const char *x;
+    char *y;
+    uint64_t x_nb, y_nb;
+};
 struct cpu_qkv_chain {
     const sy_tensor *y;  /* the member's output: [D * H] rows of one column */
     const sy_node *rope; /* its ROPE, or NULL */
     const sy_node *kv;   /* its KV_WRITE (of the rope's output or of y), or NULL */
     int64_t d;           /* rows per head */
     _Atomic int64_t *done; /* rows of each head done, one cache line per head */
+    /* What the lanes read per head, taken from the nodes when they are
+     * taken: the lanes never load the node and tensor structs. */
+    struct cpu_qkv_rows rope_rows, kv_rows;
+    int64_t n_rot;
+    bool neox;
+    uint32_t kv_dtype;
 };
 struct cpu_epilogue {
     cpu_state *s;

@@ -59,6 +59,15 @@ static bool cpu_qkv_overlap(const char *a0, const char *a1, const char *b0, cons
     return a0 < b1 && b0 < a1;
 }
 
+/* True when bytes [lo, hi) touch what an earlier step writes. */
+static bool cpu_qkv_hits_written(const cpu_epilogue *e, const char *lo, const char *hi)
+{
+    for (uint32_t k = 0; k < e->n_written; k++)
+        if (cpu_qkv_overlap(lo, hi, e->written[k][0], e->written[k][1]))
+            return true;
+    return false;
+}
+
 /* True when bytes [lo, hi), about to be written by a step, touch nothing
  * else the epilogue or the group reads or writes: the members' outputs
  * (tiles write them in any order with the steps), the positions, and
@@ -77,10 +86,7 @@ static bool cpu_qkv_may_write(const cpu_epilogue *e, const char *lo, const char 
         if (cpu_qkv_overlap(lo, hi, p0, p0 + sizeof(int32_t)))
             return false;
     }
-    for (uint32_t k = 0; k < e->n_written; k++)
-        if (cpu_qkv_overlap(lo, hi, e->written[k][0], e->written[k][1]))
-            return false;
-    return true;
+    return !cpu_qkv_hits_written(e, lo, hi);
 }
 
 static void cpu_qkv_wrote(cpu_epilogue *e, const char *lo, const char *hi)
@@ -111,15 +117,18 @@ static bool cpu_qkv_take_rope(cpu_epilogue *e, const sy_node *node)
     if (!first) {
         /* The positions must not be what an earlier step writes. */
         const char *p0 = pos->data;
-        for (uint32_t k = 0; k < e->n_written; k++)
-            if (cpu_qkv_overlap(p0, p0 + sizeof(int32_t), e->written[k][0], e->written[k][1]))
-                return false;
+        if (cpu_qkv_hits_written(e, p0, p0 + sizeof(int32_t)))
+            return false;
         e->rope_params = node;
     }
     cpu_qkv_wrote(e, lo, hi);
     struct cpu_qkv_chain *c = &e->chain[m];
     c->rope = node;
     c->d = x->ne[0];
+    c->rope_rows = (struct cpu_qkv_rows){.x = x->data, .y = y->data, .x_nb = x->nb[1],
+                                         .y_nb = y->nb[1]};
+    c->n_rot = node->params.i[1];
+    c->neox = node->params.i[0] == SY_ROPE_NEOX;
     return true;
 }
 
@@ -145,6 +154,9 @@ static bool cpu_qkv_take_kv(cpu_epilogue *e, const sy_node *node)
     struct cpu_qkv_chain *c = &e->chain[m];
     c->kv = node;
     c->d = rows->ne[0];
+    c->kv_rows = (struct cpu_qkv_rows){.x = rows->data, .y = (char *)lo, .x_nb = rows->nb[1],
+                                       .y_nb = cache->nb[1]};
+    c->kv_dtype = cache->dtype;
     return true;
 }
 
@@ -178,19 +190,14 @@ sy_status cpu_epilogue_ready(cpu_epilogue *e)
         layout[2 * m] = h;
         layout[2 * m + 1] = h ? c->d : 0;
     }
-    const size_t bytes = (size_t)heads * CPU_QKV_LINE;
-    if (s->qkv_done_size < bytes) {
-        void *p = s->host->alloc(s->host->ctx, bytes, CPU_QKV_LINE);
-        if (!p)
-            return SY_E_NO_MEMORY;
-        if (s->qkv_done)
-            s->host->free(s->host->ctx, s->qkv_done);
-        s->qkv_done = p;
-        s->qkv_done_size = bytes;
-        memset(s->qkv_layout, 0, sizeof s->qkv_layout);
-    }
+    _Static_assert(CPU_ALIGN % CPU_QKV_LINE == 0, "counters on lines of their own");
+    bool grew;
+    sy_status st = cpu_reserve(s, &s->qkv_done, &s->qkv_done_size,
+                               (size_t)heads * CPU_QKV_LINE, &grew);
+    if (st != SY_OK)
+        return st;
     _Atomic int64_t *done = s->qkv_done;
-    if (memcmp(layout, s->qkv_layout, sizeof layout) != 0) {
+    if (grew || memcmp(layout, s->qkv_layout, sizeof layout) != 0) {
         for (int64_t h = 0; h < heads; h++)
             atomic_init(&done[h * CPU_QKV_SLOT], 0);
         memcpy(s->qkv_layout, layout, sizeof layout);
@@ -213,17 +220,13 @@ sy_status cpu_epilogue_ready(cpu_epilogue *e)
 /* Ropes head |h| of chain |c| and writes it into the cache. */
 static void cpu_qkv_head(const cpu_state *s, const struct cpu_qkv_chain *c, int64_t h)
 {
-    if (c->rope) {
-        const sy_op_params *p = &c->rope->params;
-        cpu_rope_row((const float *)cpu_row(c->rope->inputs[0], h, 0, 0),
-                     (float *)cpu_row(c->rope->output, h, 0, 0), c->d, p->i[1],
-                     p->i[0] == SY_ROPE_NEOX, s->rope.cos, s->rope.sin);
-    }
-    if (c->kv) {
-        const sy_tensor *cache = c->kv->output;
-        cpu_store_row(s, cache->dtype, (const float *)cpu_row(c->kv->inputs[1], h, 0, 0),
-                      cpu_row(cache, h, c->kv->params.i[0], 0), c->d);
-    }
+    const struct cpu_qkv_rows *r = &c->rope_rows, *k = &c->kv_rows;
+    if (c->rope)
+        cpu_rope_row((const float *)(r->x + h * r->x_nb), (float *)(r->y + h * r->y_nb), c->d,
+                     c->n_rot, c->neox, s->rope.cos, s->rope.sin);
+    if (c->kv)
+        cpu_store_row(s, c->kv_dtype, (const float *)(k->x + h * k->x_nb), k->y + h * k->y_nb,
+                      c->d);
 }
 
 void cpu_epilogue_tile_done(cpu_epilogue *e, uint32_t m, int64_t n0, int64_t n1)

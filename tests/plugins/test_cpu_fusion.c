@@ -72,6 +72,35 @@ static bool run_with_fusion(tcase *tc, const run_cfg *cfg, const char *fuse, con
     return true;
 }
 
+/* Runs the case with the fusion off and on under every configuration and
+ * expects every output and in-place leaf the same bit for bit, and the
+ * plugin's message |msg| exactly when |want_fused|. */
+static void expect_fusion_exact(tcase *tc, const char *msg, bool want_fused)
+{
+    enum { MAX = TC_MAX_OUTS * 2 };
+    const uint32_t n = tc->n_outs + tc->n_state;
+    void *off[MAX], *on[MAX];
+    size_t sizes[MAX];
+    const char *names[MAX];
+    for (uint32_t i = 0; i < n; i++) {
+        const sy_tensor *o = i < tc->n_outs ? tc->outs[i] : tc->state[i - tc->n_outs];
+        sizes[i] = sy_tensor_nbytes(o);
+        names[i] = o->name;
+        off[i] = tc_alloc(tc, sizes[i]);
+        on[i] = tc_alloc(tc, sizes[i]);
+    }
+    for (size_t c = 0; c < N_RUN_CFGS; c++) {
+        if (!run_with_fusion(tc, &run_cfgs[c], "0", msg, false, off))
+            continue;
+        run_with_fusion(tc, &run_cfgs[c], "1", msg, want_fused, on);
+        for (uint32_t i = 0; i < n; i++)
+            cr_assert(memcmp(off[i], on[i], sizes[i]) == 0,
+                      "%s [%s isa, %s threads, seed %llu]: %s differs with the fusion on",
+                      tc->what, run_cfgs[c].isa, run_cfgs[c].threads,
+                      (unsigned long long)tc->rng.seed, names[i]);
+    }
+}
+
 static void check_qkv(const qkv_shape *sh)
 {
     tcase tc;
@@ -124,25 +153,7 @@ static void check_qkv(const qkv_shape *sh)
     }
 
     /* Fused against the nodes alone, bit for bit. */
-    void *off[5], *on[5];
-    size_t sizes[5];
-    for (uint32_t i = 0; i < 5; i++) {
-        const sy_tensor *o = i < 3 ? tc.outs[i] : tc.state[i - 3];
-        sizes[i] = sy_tensor_nbytes(o);
-        off[i] = tc_alloc(&tc, sizes[i]);
-        on[i] = tc_alloc(&tc, sizes[i]);
-    }
-    for (size_t c = 0; c < N_RUN_CFGS; c++) {
-        if (!run_with_fusion(&tc, &run_cfgs[c], "0", QKV_FUSED, false, off))
-            continue;
-        run_with_fusion(&tc, &run_cfgs[c], "1", QKV_FUSED, t == 1, on);
-        for (uint32_t i = 0; i < 5; i++)
-            cr_assert(memcmp(off[i], on[i], sizes[i]) == 0,
-                      "%s [%s isa, %s threads, seed %llu]: %s differs with the fusion on",
-                      tc.what, run_cfgs[c].isa, run_cfgs[c].threads,
-                      (unsigned long long)tc.rng.seed,
-                      i < 3 ? tc.outs[i]->name : tc.state[i - 3]->name);
-    }
+    expect_fusion_exact(&tc, QKV_FUSED, t == 1);
     tc_end(&tc);
 }
 
@@ -192,16 +203,7 @@ static void check_glu(sy_op op, sy_dtype wtype, int64_t k, int64_t f, int64_t to
     tc_output(&tc, y);
     tc_run(&tc, (tol){2e-3, 2e-3});
 
-    const size_t size = sy_tensor_nbytes(y);
-    void *off[1] = {tc_alloc(&tc, size)}, *on[1] = {tc_alloc(&tc, size)};
-    for (size_t c = 0; c < N_RUN_CFGS; c++) {
-        if (!run_with_fusion(&tc, &run_cfgs[c], "0", GLU_FUSED, false, off))
-            continue;
-        run_with_fusion(&tc, &run_cfgs[c], "1", GLU_FUSED, false, on);
-        cr_assert(memcmp(off[0], on[0], size) == 0,
-                  "%s [%s isa, %s threads, seed %llu]: the glu differs with the fusion on", tc.what,
-                  run_cfgs[c].isa, run_cfgs[c].threads, (unsigned long long)tc.rng.seed);
-    }
+    expect_fusion_exact(&tc, GLU_FUSED, false);
     tc_end(&tc);
 }
 
