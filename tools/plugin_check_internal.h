@@ -33,6 +33,7 @@ typedef struct pcheck_run {
     void *state;           /* the state device checks use */
     uint32_t device_count;
     uint64_t rng;          /* xorshift state, from the report's seed */
+    uint64_t last_key;     /* the last key passed to execute_keyed */
 } pcheck_run;
 
 /* Records one result and passes it to the callback.  |dev| is -1 for

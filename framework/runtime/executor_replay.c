@@ -24,7 +24,14 @@
  * they did (placed again each run, so their copies in and the staleness
  * bookkeeping happen as in a full run); the graph's check memo held, so
  * that its list of updated nodes is complete.  Runs that use buffers of
- * their own (copies of leaves into device memory) are not replayed. */
+ * their own (copies of leaves into device memory) are not replayed.
+ *
+ * A device whose plugin has execute_keyed (ABI 1.2) gets the shadow's
+ * nodes under a key taken when the shadow is made, with the updated
+ * nodes' shadows as the changed ones: the plugin may keep what it
+ * derived from the nodes (its grouping of them, kernel setup) from one
+ * replay to the next and redo only what the update touched. */
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,11 +80,14 @@ struct xp_replay {
     uint32_t n_state;
     xp_copyback *copies;
     uint32_t n_copies;
+    uint64_t exec_key; /* for execute_keyed: new with every shadow */
+    sy_node **changed; /* the updated nodes' shadows, at a replay */
     bool broken; /* the recording failed (out of memory) */
     bool valid;  /* a run is kept; else only the arrays, for the next one */
     /* The arrays' capacities: a decode step records again whenever its
      * plan changes, and fresh memory costs page faults. */
-    size_t cap_t, cap_n, cap_list, cap_bind, cap_writer, cap_wraps, cap_state, cap_copies;
+    size_t cap_t, cap_n, cap_list, cap_bind, cap_writer, cap_wraps, cap_state, cap_copies,
+        cap_changed;
 };
 
 static sy_tensor *shadow_t(const struct xp_replay *p, uint32_t id)
@@ -124,6 +134,7 @@ void sy__xp_replay_free(sy_executor *x)
     free(p->wraps);
     free(p->state);
     free(p->copies);
+    free(p->changed);
     free(p);
     x->replay = NULL;
 }
@@ -276,6 +287,7 @@ void sy__xp_replay_keep(xp_run *r, bool ran)
     memcpy(p->key, r->plan->key, sizeof p->key);
     p->arena = r->ds[0]->arena;
     p->arena_host = r->ds[0]->arena_host;
+    p->exec_key = atomic_fetch_add_explicit(&r->rt->replay_key, 1, memory_order_relaxed) + 1;
     p->valid = true;
 }
 
@@ -314,7 +326,9 @@ static void replay_update(xp_run *r, struct xp_replay *p)
         const sy_node *n = sy__graph_node_at(r->g, r->dirty[k]);
         const sy_tensor *o = n->output;
         sy_tensor *c = shadow_t(p, o->id);
-        shadow_n(p, n->id)->params = n->params;
+        sy_node *sn = shadow_n(p, n->id);
+        sn->params = n->params;
+        p->changed[k] = sn;
         memcpy(c->ne, o->ne, sizeof c->ne);
         memcpy(c->nb, o->nb, sizeof c->nb);
         /* Its root is bound where the recorded run bound it (an update
@@ -346,10 +360,18 @@ bool sy__xp_replay_run(xp_run *r, sy_status *out_st)
         sy__xp_replay_drop(x);
         return false;
     }
-    replay_update(r, p);
     const sy__device *dev = &r->rt->devices[p->dev];
     const sy__plugin *pl = dev->plugin;
-    sy_status st = pl->desc.execute(pl->state, dev->index, p->list, p->count);
+    if (!room((void **)&p->changed, &p->cap_changed, (size_t)r->n_dirty + 1, sizeof *p->changed,
+              false)) {
+        sy__xp_replay_drop(x);
+        return false;
+    }
+    replay_update(r, p);
+    sy_status st = pl->desc.execute_keyed
+                       ? pl->desc.execute_keyed(pl->state, dev->index, p->list, p->count, p->exec_key,
+                                                p->changed, r->n_dirty)
+                       : pl->desc.execute(pl->state, dev->index, p->list, p->count);
     sy_status st_sync = pl->desc.synchronize(pl->state, dev->index);
     if (st != SY_OK || st_sync != SY_OK) {
         /* Run it again in full: that names the node that fails. */

@@ -4,6 +4,7 @@
 #define SY_RUNTIME_INTERNAL_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -68,6 +69,10 @@ struct sy_runtime {
     uint32_t device_count, device_cap;
     sy__refusal *refusals;
     uint32_t refusal_count, refusal_cap;
+
+    /* The last key handed to a plugin's execute_keyed (executor_replay.c):
+     * unique per runtime, so two executors' replays never share one. */
+    _Atomic uint64_t replay_key;
 
     char last_error[1024];
     bool has_failure;          /* failure holds the last device failure of a plan run */

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "cpu_internal.h"
+#include "cpu_program.h"
 #include "cpu_kernels.h"
 #include "quants_internal.h"
 
@@ -176,6 +177,7 @@ static void cpu_state_free(cpu_state *s)
     const sy_host *host = s->host;
     cpu_pool_destroy(s->pool);
     cpu_repack_free(s);
+    cpu_program_free(s);
     if (s->lanes) {
         for (uint32_t i = 0; i < s->n_threads; i++)
             if (s->lanes[i].scratch)
@@ -245,6 +247,11 @@ sy_status cpu_device_init(const sy_host *host, void **out_state)
         cpu_log(s, SY_LOG_WARN, "SWITCHYARD_CPU_REPACK='%s' is not 0 or 1; repacking stays on",
                 repack);
 
+    const char *keep = getenv("SWITCHYARD_CPU_PROGRAM");
+    s->keep_program = !(keep && strcmp(keep, "0") == 0);
+    if (keep && *keep && strcmp(keep, "0") != 0 && strcmp(keep, "1") != 0)
+        cpu_log(s, SY_LOG_WARN, "SWITCHYARD_CPU_PROGRAM='%s' is not 0 or 1; programs are kept",
+                keep);
     const char *fuse = getenv("SWITCHYARD_CPU_FUSE");
     s->fuse = !(fuse && strcmp(fuse, "0") == 0);
     if (fuse && *fuse && strcmp(fuse, "0") != 0 && strcmp(fuse, "1") != 0)

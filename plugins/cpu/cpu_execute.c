@@ -11,6 +11,7 @@
 
 #include "cpu_internal.h"
 #include "cpu_kernels.h"
+#include "cpu_program.h"
 
 /* A view chain deeper than this can only come from a corrupted graph. */
 #define CPU_MAX_VIEW_HOPS 64
@@ -102,7 +103,7 @@ static sy_status cpu_prepare_node(sy_node *node)
 
 /* The plugin does not link libswitchyard, so it names statuses itself from
  * the same X-macro table. */
-static const char *cpu_status_name(sy_status st)
+const char *cpu_status_name(sy_status st)
 {
     switch (st) {
 #define CPU_STATUS_NAME_(name, value, msg) \
@@ -158,8 +159,10 @@ static sy_status cpu_prepare_batch(cpu_state *s, sy_node *const *nodes, uint32_t
 /* Runs the chain of an ADD, the RMS_NORM of its sum and a MUL of the norm
  * (cpu_kernel_norm_chain) that starts at nodes[i], the ADD or the MUL
  * possibly missing, as one kernel.  Returns the number of nodes it ran;
- * 0 when no chain starts there (the caller runs nodes[i] alone). */
-static uint32_t cpu_run_norm_chain(cpu_state *s, sy_node *const *nodes, uint32_t i, uint32_t n)
+ * 0 when no chain starts there (the caller runs nodes[i] alone).  |rec|
+ * (or NULL) records the chain that ran. */
+static uint32_t cpu_run_norm_chain(cpu_state *s, sy_node *const *nodes, uint32_t i, uint32_t n,
+                                   cpu_program *rec)
 {
     const sy_node *add = NULL, *mul = NULL;
     uint32_t j = i;
@@ -172,19 +175,19 @@ static uint32_t cpu_run_norm_chain(cpu_state *s, sy_node *const *nodes, uint32_t
     if (j < n && nodes[j] && nodes[j]->op == SY_OP_MUL && cpu_prepare_node(nodes[j]) == SY_OK)
         mul = nodes[j++];
     const char *why = NULL;
-    if ((add || mul) && cpu_kernel_norm_chain(s, add, norm, mul, &why) == SY_OK)
+    if ((add || mul) && cpu_kernel_norm_chain(s, add, norm, mul, &why) == SY_OK) {
+        cpu_program_add_chain(rec, i, j - i, add, norm, mul);
         return j - i;
-    if (add && mul && cpu_kernel_norm_chain(s, add, norm, NULL, &why) == SY_OK)
+    }
+    if (add && mul && cpu_kernel_norm_chain(s, add, norm, NULL, &why) == SY_OK) {
+        cpu_program_add_chain(rec, i, j - 1 - i, add, norm, NULL);
         return j - 1 - i;
+    }
     return 0;
 }
 
-/* Takes the nodes that follow the matmul group nodes[i, i + grouped),
- * views between them aside, into |e| as far as it takes them
- * (cpu_kernels_fused.c).  Returns how many nodes after the group it
- * covers, up to the last one taken; 0 when it took none. */
-static uint32_t cpu_scan_epilogue(cpu_state *s, sy_node *const *nodes, uint32_t i,
-                                  uint32_t grouped, uint32_t n, cpu_epilogue *e)
+uint32_t cpu_scan_epilogue(cpu_state *s, sy_node *const *nodes, uint32_t i, uint32_t grouped,
+                           uint32_t n, cpu_epilogue *e)
 {
     cpu_epilogue_begin(e, s, (const sy_node *const *)(nodes + i), grouped);
     uint32_t covered = 0;
@@ -200,7 +203,24 @@ static uint32_t cpu_scan_epilogue(cpu_state *s, sy_node *const *nodes, uint32_t 
     return covered;
 }
 
-static sy_status cpu_execute_nodes(cpu_state *s, sy_node *const *nodes, uint32_t n)
+sy_status cpu_run_node(cpu_state *s, sy_node *node)
+{
+    const char *why = "unknown";
+    sy_status st = cpu_kernel_run(s, node, &why);
+    if (st == SY_E_UNSUPPORTED) {
+        cpu_log(s, SY_LOG_DEBUG, "node '%s' (%s) runs the reference kernel: %s", node->name,
+                cpu_op_name(s, node->op), why);
+        if (!s->host->reference_execute)
+            return SY_E_UNSUPPORTED;
+        st = s->host->reference_execute(s->host->ctx, node);
+    }
+    if (st != SY_OK)
+        cpu_log(s, SY_LOG_ERROR, "node '%s' (%s) failed: %s", node->name,
+                cpu_op_name(s, node->op), cpu_status_name(st));
+    return st;
+}
+
+sy_status cpu_execute_nodes(cpu_state *s, sy_node *const *nodes, uint32_t n, cpu_program *rec)
 {
     uint32_t prepared = 0; /* nodes [0, prepared) are */
     for (uint32_t i = 0; i < n; i++) {
@@ -214,24 +234,23 @@ static sy_status cpu_execute_nodes(cpu_state *s, sy_node *const *nodes, uint32_t
         if (sy_op_is_view(node->op))
             continue;
         if (node->op == SY_OP_ADD || node->op == SY_OP_RMS_NORM) {
-            const uint32_t ran = cpu_run_norm_chain(s, nodes, i, n);
+            const uint32_t ran = cpu_run_norm_chain(s, nodes, i, n, rec);
             if (ran) {
                 i += ran - 1;
                 continue;
             }
         }
-        sy_status st;
-        const char *why = "unknown";
-        uint32_t grouped = 1;
-        while (node->op == SY_OP_MATMUL && grouped < CPU_MATMUL_GROUP_MAX && i + grouped < n &&
-               nodes[i + grouped] && nodes[i + grouped]->op == SY_OP_MATMUL &&
-               cpu_prepare_node(nodes[i + grouped]) == SY_OK &&
-               cpu_matmul_can_group(s, node, nodes[i + grouped]))
-            grouped++;
-        if (grouped > 1) {
+        if (node->op == SY_OP_MATMUL) {
+            sy_status st;
+            uint32_t grouped = 1;
+            while (grouped < CPU_MATMUL_GROUP_MAX && i + grouped < n && nodes[i + grouped] &&
+                   nodes[i + grouped]->op == SY_OP_MATMUL &&
+                   cpu_prepare_node(nodes[i + grouped]) == SY_OK &&
+                   cpu_matmul_can_group(s, node, nodes[i + grouped]))
+                grouped++;
             cpu_epilogue epi;
             uint32_t covered = 0;
-            if (s->fuse) {
+            if (grouped > 1 && s->fuse) {
                 /* The nodes the scan looks at, prepared as one batch (their
                  * structs' misses overlap) rather than one by one. */
                 const uint32_t want = n - (i + grouped) > CPU_PREPARE_BATCH
@@ -247,31 +266,31 @@ static sy_status cpu_execute_nodes(cpu_state *s, sy_node *const *nodes, uint32_t
             }
             /* Refused (SY_E_UNSUPPORTED), the first member runs alone
              * below and the rest, the taken nodes too, as nodes. */
-            st = cpu_kernel_matmul_group(s, (const sy_node *const *)(nodes + i), grouped,
-                                         covered ? &epi : NULL, &why);
+            cpu_matmul_job *job = cpu_program_job(s, rec);
+            const char *why = "unknown";
+            st = cpu_matmul_job_build(s, (const sy_node *const *)(nodes + i), grouped,
+                                      covered ? &epi : NULL, job, &why);
             if (st == SY_OK) {
+                st = cpu_matmul_job_run(s, job);
+                if (st != SY_OK) {
+                    cpu_log(s, SY_LOG_ERROR, "matmul from node '%s' failed: %s", node->name,
+                            cpu_status_name(st));
+                    return st;
+                }
+                cpu_program_add_job(rec, i, grouped, grouped + covered);
                 i += grouped - 1 + covered;
                 continue;
             }
             if (st != SY_E_UNSUPPORTED) {
-                cpu_log(s, SY_LOG_ERROR, "matmul group from node '%s' failed: %s", node->name,
+                cpu_log(s, SY_LOG_ERROR, "matmul from node '%s' failed: %s", node->name,
                         cpu_status_name(st));
                 return st;
             }
         }
-        st = cpu_kernel_run(s, node, &why);
-        if (st == SY_E_UNSUPPORTED) {
-            cpu_log(s, SY_LOG_DEBUG, "node '%s' (%s) runs the reference kernel: %s",
-                    node->name, cpu_op_name(s, node->op), why);
-            if (!s->host->reference_execute)
-                return SY_E_UNSUPPORTED;
-            st = s->host->reference_execute(s->host->ctx, node);
-        }
-        if (st != SY_OK) {
-            cpu_log(s, SY_LOG_ERROR, "node '%s' (%s) failed: %s", node->name,
-                    cpu_op_name(s, node->op), cpu_status_name(st));
+        sy_status st = cpu_run_node(s, node);
+        if (st != SY_OK)
             return st;
-        }
+        cpu_program_add_node(rec, i);
     }
     return SY_OK;
 }
@@ -283,7 +302,7 @@ sy_status cpu_device_execute(void *state, uint32_t dev, sy_node *const *nodes, u
         return SY_E_INVALID_ARG;
     /* Mappings may have changed between calls (cpu_repack.c). */
     s->file_maps.valid = false;
-    const sy_status st = cpu_execute_nodes(s, nodes, n);
+    const sy_status st = cpu_execute_nodes(s, nodes, n, NULL);
     /* Weights packed into the pack cache during the call are synced and
      * recorded once, here, after it. */
     if (s->pack_pending)

@@ -115,6 +115,11 @@ typedef struct cpu_state {
     size_t qkv_done_size;
     int64_t qkv_layout[8]; /* heads and rows per head of each member */
     bool fuse; /* SWITCHYARD_CPU_FUSE, on by default */
+    /* execute_keyed keeps the program of the last key (cpu_program.c;
+     * SWITCHYARD_CPU_PROGRAM, on by default). */
+    bool keep_program;
+    struct cpu_program *program;
+    struct cpu_matmul_job *job; /* the job of a call that keeps no program */
     bool qkv_logged;
     sy_device_desc desc;
     uint64_t mem_in_use, mem_peak; /* bytes of buffer_alloc's buffers: now, most at once */

@@ -25,12 +25,24 @@ sy_status cpu_kernel_matmul(cpu_state *s, const sy_node *node, const char **out_
  * whether |b| may join a group started by |a|. */
 #define CPU_MATMUL_GROUP_MAX 4
 bool cpu_matmul_can_group(const cpu_state *s, const sy_node *a, const sy_node *b);
-/* |epi| (or NULL): work that runs in the group's tiles
- * (cpu_kernels_fused.c); with it the group must be a decode (one column
- * per member, float output rows), else SY_E_UNSUPPORTED. */
 typedef struct cpu_epilogue cpu_epilogue;
-sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uint32_t n,
-                                  cpu_epilogue *epi, const char **out_why);
+/* A matmul (|n| = 1) or a group of |n| set up once (checks, the packed
+ * weights, the lanes it takes), to run now and, in a kept program
+ * (cpu_program.c), at later calls while its nodes' tensors keep their
+ * shapes, dtypes and storage.  The job is a plain struct of
+ * cpu_matmul_job_size() bytes that may be moved between runs.  |epi| (or
+ * NULL), copied in: work that runs in the group's tiles
+ * (cpu_kernels_fused.c); with it the group must be a decode (one column
+ * per member, float output rows), else SY_E_UNSUPPORTED.  Build returns
+ * SY_E_UNSUPPORTED, touching no memory, where the kernel does not cover
+ * the nodes. */
+typedef struct cpu_matmul_job cpu_matmul_job;
+size_t cpu_matmul_job_size(void);
+sy_status cpu_matmul_job_build(cpu_state *s, const sy_node *const *nodes, uint32_t n,
+                               const cpu_epilogue *epi, cpu_matmul_job *j, const char **out_why);
+/* The job's epilogue, to be taken again in place, or NULL when it has none. */
+cpu_epilogue *cpu_matmul_job_epilogue(cpu_matmul_job *j);
+sy_status cpu_matmul_job_run(cpu_state *s, cpu_matmul_job *j);
 
 /* cpu_kernels_fused.c: nodes that follow a decode matmul group and read
  * its outputs, run inside the group's tiles, so the lanes share their work

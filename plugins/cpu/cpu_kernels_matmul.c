@@ -311,12 +311,6 @@ static void cpu_matmul_tile(const cpu_matmul_ctx *c, int64_t item, float *scratc
     }
 }
 
-static void cpu_matmul_item(void *arg, int64_t item, uint32_t lane)
-{
-    const cpu_matmul_ctx *c = arg;
-    cpu_matmul_tile(c, item, c->s->lanes[lane].scratch);
-}
-
 /* Chooses the tiles of |c| for |nth| lanes. */
 static void cpu_matmul_plan_tiles(cpu_matmul_ctx *c, uint32_t nth, int64_t batches)
 {
@@ -453,23 +447,6 @@ static int64_t cpu_matmul_flops(const cpu_matmul_ctx *c, const sy_tensor *x)
     return 2 * c->k * c->n_rows * c->m_cols * x->ne[2] * x->ne[3];
 }
 
-sy_status cpu_kernel_matmul(cpu_state *s, const sy_node *node, const char **out_why)
-{
-    const sy_tensor *x = node->inputs[1];
-    cpu_matmul_ctx c;
-    sy_status st = cpu_matmul_setup(s, node, &c, out_why);
-    if (st == SY_OK) {
-        cpu_matmul_use_packed(s, &c);
-        st = cpu_matmul_prepare(s, x, &c);
-    }
-    if (st != SY_OK)
-        return st;
-    const uint32_t nth = cpu_lanes_for(s, cpu_matmul_flops(&c, x), CPU_MATMUL_MIN_FLOPS_PER_LANE);
-    cpu_matmul_plan_tiles(&c, nth, x->ne[2] * x->ne[3]);
-    cpu_pool_run_items(s->pool, cpu_matmul_item, &c, c.n_items, nth);
-    return SY_OK;
-}
-
 /* ------------------------------------------------------------ groups */
 
 /* Matmuls of one input run as one job: the tiles of every member form one
@@ -514,60 +491,99 @@ bool cpu_matmul_can_group(const cpu_state *s, const sy_node *a, const sy_node *b
     return (s->isa->qgemm[da] != NULL) == (s->isa->qgemm[db] != NULL);
 }
 
-sy_status cpu_kernel_matmul_group(cpu_state *s, const sy_node *const *nodes, uint32_t n,
-                                  cpu_epilogue *epi, const char **out_why)
+/* A matmul or a group, set up (cpu_kernels.h).  |g.epi| is pointed at
+ * |epi| by each run, so a job may move between runs. */
+struct cpu_matmul_job {
+    cpu_matmul_group g;
+    cpu_epilogue epi;
+    const sy_tensor *x; /* the members' input */
+    uint32_t nth;
+    bool has_epi;
+};
+
+size_t cpu_matmul_job_size(void)
 {
-    if (n < 2 || n > CPU_MATMUL_GROUP_MAX) {
-        *out_why = "group size outside 2..CPU_MATMUL_GROUP_MAX";
+    return sizeof(cpu_matmul_job);
+}
+
+sy_status cpu_matmul_job_build(cpu_state *s, const sy_node *const *nodes, uint32_t n,
+                               const cpu_epilogue *epi, cpu_matmul_job *j, const char **out_why)
+{
+    if (n < 1 || n > CPU_MATMUL_GROUP_MAX) {
+        *out_why = "group size outside 1..CPU_MATMUL_GROUP_MAX";
         return SY_E_UNSUPPORTED;
     }
-    cpu_matmul_group g;
-    g.n = n;
-    g.epi = epi;
+    j->g.n = n;
     int64_t flops = 0;
     for (uint32_t i = 0; i < n; i++) {
-        sy_status st = cpu_matmul_setup(s, nodes[i], &g.c[i], out_why);
+        sy_status st = cpu_matmul_setup(s, nodes[i], &j->g.c[i], out_why);
         if (st != SY_OK)
             return st;
-        cpu_matmul_use_packed(s, &g.c[i]);
-        if (!g.c[i].qdot || (g.c[i].qgemm != NULL) != (g.c[0].qgemm != NULL)) {
+        cpu_matmul_use_packed(s, &j->g.c[i]);
+        if (n > 1 && (!j->g.c[i].qdot || (j->g.c[i].qgemm != NULL) != (j->g.c[0].qgemm != NULL))) {
             *out_why = "members do not share quantized columns";
             return SY_E_UNSUPPORTED;
         }
-        if (epi && (g.c[i].m_cols != 1 || g.c[i].qgemm || nodes[i]->inputs[1]->ne[2] != 1 ||
+        if (epi && (j->g.c[i].m_cols != 1 || j->g.c[i].qgemm || nodes[i]->inputs[1]->ne[2] != 1 ||
                     nodes[i]->inputs[1]->ne[3] != 1)) {
             *out_why = "a group with rope and kv_write in its tiles must be a decode";
             return SY_E_UNSUPPORTED;
         }
-        flops += cpu_matmul_flops(&g.c[i], nodes[i]->inputs[1]);
+        flops += cpu_matmul_flops(&j->g.c[i], nodes[i]->inputs[1]);
     }
+    j->x = nodes[0]->inputs[1];
+    j->nth = cpu_lanes_for(s, flops, CPU_MATMUL_MIN_FLOPS_PER_LANE);
+    j->has_epi = epi != NULL;
+    if (epi)
+        j->epi = *epi;
+    return SY_OK;
+}
+
+cpu_epilogue *cpu_matmul_job_epilogue(cpu_matmul_job *j)
+{
+    return j->has_epi ? &j->epi : NULL;
+}
+
+sy_status cpu_matmul_job_run(cpu_state *s, cpu_matmul_job *j)
+{
+    cpu_matmul_group *g = &j->g;
+    const uint32_t n = g->n;
     /* Each member's own scratch (its weight may be packed where the first
      * member's is not, or have longer rows); the columns are the first's. */
     for (uint32_t i = 1; i < n; i++) {
-        sy_status st = cpu_matmul_scratch(s, &g.c[i]);
+        sy_status st = cpu_matmul_scratch(s, &g->c[i]);
         if (st != SY_OK)
             return st;
     }
-    const sy_tensor *x = nodes[0]->inputs[1];
-    sy_status st = cpu_matmul_prepare(s, x, &g.c[0]);
+    const sy_tensor *x = j->x;
+    sy_status st = cpu_matmul_prepare(s, x, &g->c[0]);
     if (st != SY_OK)
         return st;
-    const uint32_t nth = cpu_lanes_for(s, flops, CPU_MATMUL_MIN_FLOPS_PER_LANE);
     for (uint32_t i = 0; i < n; i++) {
-        cpu_matmul_ctx *c = &g.c[i];
-        c->xq = g.c[0].xq;
-        c->xq_stride = g.c[0].xq_stride;
-        c->panel_cols = g.c[0].panel_cols;
-        c->panel_bytes = g.c[0].panel_bytes;
-        c->panels_per_batch = g.c[0].panels_per_batch;
-        cpu_matmul_plan_tiles(c, nth, x->ne[2] * x->ne[3]);
-        g.end[i] = (i ? g.end[i - 1] : 0) + c->n_items;
+        cpu_matmul_ctx *c = &g->c[i];
+        if (i > 0) { /* members are quantized: the first's columns */
+            c->xq = g->c[0].xq;
+            c->xq_stride = g->c[0].xq_stride;
+            c->panel_cols = g->c[0].panel_cols;
+            c->panel_bytes = g->c[0].panel_bytes;
+            c->panels_per_batch = g->c[0].panels_per_batch;
+        }
+        cpu_matmul_plan_tiles(c, j->nth, x->ne[2] * x->ne[3]);
+        g->end[i] = (i ? g->end[i - 1] : 0) + c->n_items;
     }
-    if (epi) {
-        st = cpu_epilogue_ready(epi);
+    g->epi = j->has_epi ? &j->epi : NULL;
+    if (g->epi) {
+        st = cpu_epilogue_ready(g->epi);
         if (st != SY_OK)
             return st;
     }
-    cpu_pool_run_items(s->pool, cpu_matmul_group_item, &g, g.end[n - 1], nth);
+    cpu_pool_run_items(s->pool, cpu_matmul_group_item, g, g->end[n - 1], j->nth);
     return SY_OK;
+}
+
+sy_status cpu_kernel_matmul(cpu_state *s, const sy_node *node, const char **out_why)
+{
+    cpu_matmul_job j;
+    sy_status st = cpu_matmul_job_build(s, &node, 1, NULL, &j, out_why);
+    return st == SY_OK ? cpu_matmul_job_run(s, &j) : st;
 }

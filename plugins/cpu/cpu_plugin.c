@@ -1,5 +1,6 @@
 /* The CPU plugin's entry table: the only symbol this module exports. */
 #include "cpu_internal.h"
+#include "cpu_program.h"
 
 static const sy_plugin_desc cpu_plugin_desc = {
     .abi_version = SY_PLUGIN_ABI_VERSION,
@@ -23,6 +24,7 @@ static const sy_plugin_desc cpu_plugin_desc = {
     .synchronize = cpu_device_synchronize,
     .self_test = cpu_device_self_test,
     .memory_usage = cpu_buffer_memory_usage,
+    .execute_keyed = cpu_device_execute_keyed,
 };
 
 SY_PLUGIN_EXPORT const sy_plugin_desc *sy_plugin_query(uint32_t host_abi);

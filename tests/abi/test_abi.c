@@ -17,9 +17,9 @@
 
 #if defined(__x86_64__) && defined(__LP64__)
 
-Test(abi, version_is_1_1)
+Test(abi, version_is_1_2)
 {
-    cr_expect_eq(SY_PLUGIN_ABI_VERSION, 0x00010001u);
+    cr_expect_eq(SY_PLUGIN_ABI_VERSION, 0x00010002u);
     cr_expect_eq(SY_PLUGIN_ABI_MAJOR_OF(0x00630002u), 99u);
     cr_expect_str_eq(SY_PLUGIN_ENTRY_SYMBOL, "sy_plugin_query");
 }
@@ -51,7 +51,9 @@ Test(abi, plugin_desc_layout_is_pinned)
     PIN_OFFSET(sy_plugin_desc, event_wait, 160);
     PIN_OFFSET(sy_plugin_desc, event_release, 168);
     PIN_OFFSET(sy_plugin_desc, memory_usage, 176);
-    PIN_SIZE(sy_plugin_desc, 184);
+    /* ABI 1.2 */
+    PIN_OFFSET(sy_plugin_desc, execute_keyed, 184);
+    PIN_SIZE(sy_plugin_desc, 192);
 }
 
 Test(abi, host_layout_is_pinned)

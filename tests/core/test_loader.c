@@ -151,7 +151,7 @@ Test(loader, hands_the_plugin_working_host_services_and_prefixes_its_log_lines)
 
 Test(loader, refuses_a_plugin_built_for_abi_99)
 {
-    assert_refused(PLUGIN("abi99.so"), SY_E_PLUGIN_ABI, "built for ABI 99.0, host is 1.1");
+    assert_refused(PLUGIN("abi99.so"), SY_E_PLUGIN_ABI, "built for ABI 99.0, host is 1.2");
     check_leaks();
 }
 
@@ -166,7 +166,7 @@ Test(loader, refuses_a_library_without_the_entry_symbol)
 Test(loader, refuses_a_plugin_whose_query_returns_null)
 {
     assert_refused(PLUGIN("query_null.so"), SY_E_PLUGIN_ABI,
-                   "sy_plugin_query() returned NULL: the plugin cannot serve a host of ABI 1.1");
+                   "sy_plugin_query() returned NULL: the plugin cannot serve a host of ABI 1.2");
     check_leaks();
 }
 

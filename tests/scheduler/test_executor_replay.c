@@ -5,8 +5,12 @@
  * and run in full, to the bit, also after a step run in full in between;
  * the graph's tensors point at their host data after every run; new host
  * data, a new plan and turning node timing on each make the next run a
- * full one, and a step after it replays again. */
+ * full one, and a step after it replays again.  The CPU plugin gets the
+ * replays through execute_keyed and runs them from the program it kept at
+ * the first (cpu_program.c): the same bits as with that off. */
 #include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,12 +41,40 @@ static void assert_restored(const sy_graph *g)
     }
 }
 
-Test(executor_replay, decode_steps_on_a_kept_graph_are_replayed_and_equal_full_runs)
+/* What the CPU plugin said about its kept programs (cpu_program.c). */
+typedef struct program_log {
+    int recorded, refused;
+} program_log;
+
+static void count_program_lines(void *user, sy_log_level level, const char *msg)
+{
+    program_log *pl = user;
+    if (level == SY_LOG_ERROR || level == SY_LOG_WARN)
+        fprintf(stderr, "%s\n", msg);
+    if (strstr(msg, "kept program: ") && strstr(msg, " matmul jobs"))
+        pl->recorded++;
+    if (strstr(msg, "no longer runs as recorded"))
+        pl->refused++;
+}
+
+/* The decode steps below, with the CPU plugin keeping the program of
+ * each replayed step's nodes (|keep|) or not. */
+static void check_decode_steps(bool keep)
 {
     const char *path = SY_TEST_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
     if (access(path, R_OK) != 0)
         cr_skip_test("%s not fetched (tools/fetch-models.sh)", path);
-    sy_runtime *rt = st_runtime();
+    program_log plog = {0};
+    sy_runtime_options ro;
+    sy_runtime_options_init(&ro);
+    ro.plugin_path = SY_TEST_CPU_PLUGIN;
+    ro.no_default_paths = true;
+    ro.log_fn = count_program_lines;
+    ro.log_user = &plog;
+    setenv("SWITCHYARD_CPU_PROGRAM", keep ? "1" : "0", 1);
+    sy_runtime *rt = NULL;
+    cr_assert_eq(sy_runtime_create(&ro, &rt), SY_OK);
+    unsetenv("SWITCHYARD_CPU_PROGRAM");
     sy_model *m = NULL;
     cr_assert_eq(sy_model_open(rt, path, &m), SY_OK, "%s", sy_runtime_last_error(rt));
     sy_planner *pl = NULL;
@@ -113,6 +145,17 @@ Test(executor_replay, decode_steps_on_a_kept_graph_are_replayed_and_equal_full_r
     cr_assert_geq(n_replayed, 3, "only %llu of %u steps replayed",
                   (unsigned long long)n_replayed, steps);
     cr_assert_leq(full_runs, 5);
+    /* A shadow made by a full run is recorded at its first replay, and
+     * run as recorded at the replays after it. */
+    if (keep) {
+        cr_assert_geq(plog.recorded, 1, "no program was kept");
+        cr_assert_lt((uint64_t)plog.recorded, n_replayed,
+                     "%d programs recorded for %llu replays: none ran as kept", plog.recorded,
+                     (unsigned long long)n_replayed);
+    } else {
+        cr_assert_eq(plog.recorded, 0);
+    }
+    cr_assert_eq(plog.refused, 0, "a kept program was refused %d times", plog.refused);
 
     sy_executor_destroy(x);
     sy__step_graphs_deinit(&kept);
@@ -128,6 +171,16 @@ Test(executor_replay, decode_steps_on_a_kept_graph_are_replayed_and_equal_full_r
     sy_model_close(m);
     sy_runtime_destroy(rt);
     st_check_leaks();
+}
+
+Test(executor_replay, decode_steps_on_a_kept_graph_are_replayed_and_equal_full_runs)
+{
+    check_decode_steps(true);
+}
+
+Test(executor_replay, decode_steps_equal_full_runs_without_the_cpu_plugins_kept_program)
+{
+    check_decode_steps(false);
 }
 
 /* y = x + w over 32 floats, x an input and y an output with host data. */
@@ -294,6 +347,182 @@ Test(executor_replay, an_update_moving_a_view_is_replayed_at_its_new_offset)
     sy_executor_destroy(ex);
     sy_plan_release(plan);
     sy_graph_destroy(g);
+    sy_planner_destroy(pl);
+    sy_runtime_destroy(rt);
+    st_check_leaks();
+}
+
+/* A decode step's attention inputs (K = 128, heads of 32 rows, 4 query
+ * and 2 KV heads, Q8_0 weights): three matmuls of one input, ropes of q
+ * and k, and KV writes of k and v into f32 caches of 8 positions at
+ * |at|.  The ropes' outputs are graph outputs, so no arena slot of one
+ * aliases a matmul's output, and the CPU plugin runs the ropes and writes
+ * in the matmul group's tiles (cpu_kernels_fused.c). */
+#define QKV_K 128
+#define QKV_D 32
+#define QKV_CTX 8
+typedef struct qkv_graph {
+    sy_graph *g;
+    sy_tensor *pos_t;
+    uint32_t write[2]; /* the KV writes' node ids */
+    float x[QKV_K];
+    uint8_t w[3][4 * QKV_D * (QKV_K / 32) * 34];
+    int32_t pos;
+    float kc[QKV_CTX * 2 * QKV_D], vc[QKV_CTX * 2 * QKV_D];
+    float rq[4 * QKV_D], rk[2 * QKV_D];
+} qkv_graph;
+
+static void qkv_build(qkv_graph *q, int64_t at)
+{
+    cr_assert_eq(sy_graph_create(&q->g), SY_OK);
+    const int64_t xne[2] = {QKV_K, 1}, pne[1] = {1}, cne[3] = {QKV_D, 2, QKV_CTX};
+    const int64_t heads[3] = {4, 2, 2};
+    sy_tensor *x, *heads_t[3], *kc, *vc;
+    cr_assert_eq(sy_graph_add_tensor(q->g, "x", SY_DTYPE_F32, 2, xne, SY_ROLE_INPUT, q->x, &x),
+                 SY_OK);
+    cr_assert_eq(sy_graph_add_tensor(q->g, "pos", SY_DTYPE_I32, 1, pne, SY_ROLE_INPUT, &q->pos,
+                                     &q->pos_t),
+                 SY_OK);
+    for (int i = 0; i < 3; i++) {
+        const int64_t wne[2] = {QKV_K, heads[i] * QKV_D};
+        char name[16];
+        sy_tensor *w, *y;
+        snprintf(name, sizeof name, "w%d", i);
+        cr_assert_eq(sy_graph_add_tensor(q->g, name, SY_DTYPE_Q8_0, 2, wne, SY_ROLE_WEIGHT,
+                                         q->w[i], &w),
+                     SY_OK);
+        sy_tensor *in[2] = {w, x};
+        snprintf(name, sizeof name, "mm%d", i);
+        cr_assert_eq(sy_graph_add_node(q->g, SY_OP_MATMUL, name, in, 2, NULL, &y), SY_OK);
+        const sy_op_params rp = {.i = {QKV_D, heads[i], 1, 1}};
+        snprintf(name, sizeof name, "heads%d", i);
+        cr_assert_eq(sy_graph_add_node(q->g, SY_OP_RESHAPE, name, &y, 1, &rp, &heads_t[i]),
+                     SY_OK);
+    }
+    const sy_op_params rope = {.i = {SY_ROPE_NEOX, QKV_D}, .f = {10000.0f, 1.0f}};
+    sy_tensor *rq, *rk, *kw, *vw;
+    sy_tensor *in[2] = {heads_t[0], q->pos_t};
+    cr_assert_eq(sy_graph_add_node(q->g, SY_OP_ROPE, "q.rope", in, 2, &rope, &rq), SY_OK);
+    in[0] = heads_t[1];
+    cr_assert_eq(sy_graph_add_node(q->g, SY_OP_ROPE, "k.rope", in, 2, &rope, &rk), SY_OK);
+    cr_assert_eq(sy_graph_add_tensor(q->g, "cache_k", SY_DTYPE_F32, 3, cne, SY_ROLE_KV, q->kc, &kc),
+                 SY_OK);
+    cr_assert_eq(sy_graph_add_tensor(q->g, "cache_v", SY_DTYPE_F32, 3, cne, SY_ROLE_KV, q->vc, &vc),
+                 SY_OK);
+    const sy_op_params wp = {.i = {at}};
+    sy_tensor *kin[2] = {kc, rk}, *vin[2] = {vc, heads_t[2]};
+    cr_assert_eq(sy_graph_add_node(q->g, SY_OP_KV_WRITE, "k.write", kin, 2, &wp, &kw), SY_OK);
+    cr_assert_eq(sy_graph_add_node(q->g, SY_OP_KV_WRITE, "v.write", vin, 2, &wp, &vw), SY_OK);
+    q->write[0] = sy_graph_producer(q->g, kw)->id;
+    q->write[1] = sy_graph_producer(q->g, vw)->id;
+    sy_tensor *outs[4] = {rq, rk, kw, vw};
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(sy_graph_mark_output(q->g, outs[i]), SY_OK);
+    cr_assert_eq(sy_graph_set_host_data(q->g, rq, q->rq), SY_OK);
+    cr_assert_eq(sy_graph_set_host_data(q->g, rk, q->rk), SY_OK);
+    cr_assert_eq(sy_graph_freeze(q->g), SY_OK, "%s", sy_graph_last_error(q->g));
+}
+
+/* Fills |q|'s weights and input from |seed|: Q8_0 blocks of scale 1/64. */
+static void qkv_fill(qkv_graph *q, uint32_t seed)
+{
+    memset(q, 0, sizeof *q);
+    for (int i = 0; i < 3; i++)
+        for (size_t b = 0; b < sizeof q->w[i] / 34; b++) {
+            uint8_t *blk = q->w[i] + b * 34;
+            blk[0] = 0x00; /* f16 1/64 = 0x2400 */
+            blk[1] = 0x24;
+            for (int j = 0; j < 32; j++) {
+                seed = seed * 1664525u + 1013904223u;
+                blk[2 + j] = (uint8_t)(seed >> 24);
+            }
+        }
+    for (int i = 0; i < QKV_K; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        q->x[i] = (float)(seed >> 8) / (float)(1u << 24) - 0.5f;
+    }
+}
+
+static void qkv_log(void *user, sy_log_level level, const char *msg)
+{
+    (void)level;
+    char *log = user;
+    size_t used = strlen(log);
+    snprintf(log + used, 8192 - used, "%s\n", msg);
+}
+
+/* Replayed steps of the graph above, the KV writes' position updated and
+ * the input changed at each: the plugin's kept program takes the writes
+ * into its tiles again at every replay (they moved), and the caches and
+ * rope outputs equal, bit for bit, those of a graph built for each
+ * position and run in full. */
+Test(executor_replay, kept_programs_move_the_kv_writes_fused_in_matmul_tiles)
+{
+    static char log[8192];
+    log[0] = 0;
+    sy_runtime_options ro;
+    sy_runtime_options_init(&ro);
+    ro.plugin_path = SY_TEST_CPU_PLUGIN;
+    ro.no_default_paths = true;
+    ro.log_fn = qkv_log;
+    ro.log_user = log;
+    sy_runtime *rt = NULL;
+    cr_assert_eq(sy_runtime_create(&ro, &rt), SY_OK);
+    sy_planner *pl = NULL;
+    cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
+    sy_plan_options o;
+    sy_plan_options_init(&o);
+    o.devices = "cpu";
+    static qkv_graph kept, fresh;
+    qkv_fill(&kept, 7);
+    qkv_build(&kept, 0);
+    sy_plan *plan = st_plan(pl, kept.g, &o);
+    sy_executor *x = NULL;
+    cr_assert_eq(sy_executor_create(rt, &x), SY_OK);
+    qkv_fill(&fresh, 7);
+    const uint32_t order[6] = {0, 1, 2, 5, 3, 7};
+    for (uint32_t s = 0; s < 6; s++) {
+        const int64_t at = order[s];
+        for (int i = 0; i < QKV_K; i++)
+            kept.x[i] = fresh.x[i] = fresh.x[i] * 0.9f + 0.01f * (float)s;
+        kept.pos = fresh.pos = 100 + (int32_t)at;
+        if (s > 0) {
+            sy__node_update up[2];
+            for (int k = 0; k < 2; k++) {
+                up[k] = (sy__node_update){.node = kept.write[k]};
+                up[k].params.i[0] = at;
+            }
+            cr_assert_eq(sy__graph_update_params(kept.g, up, 2), SY_OK, "%s",
+                         sy_graph_last_error(kept.g));
+        }
+        cr_assert_eq(sy_executor_run(x, kept.g, plan), SY_OK, "%s", sy_runtime_last_error(rt));
+        qkv_build(&fresh, at);
+        cr_assert_eq(sy_runtime_execute_on(rt, fresh.g, 0), SY_OK, "%s",
+                     sy_runtime_last_error(rt));
+        sy_graph_destroy(fresh.g);
+        cr_assert_eq(memcmp(kept.rq, fresh.rq, sizeof kept.rq), 0, "step %u: q rope", s);
+        cr_assert_eq(memcmp(kept.rk, fresh.rk, sizeof kept.rk), 0, "step %u: k rope", s);
+        cr_assert_eq(memcmp(kept.kc, fresh.kc, sizeof kept.kc), 0, "step %u: K cache", s);
+        cr_assert_eq(memcmp(kept.vc, fresh.vc, sizeof kept.vc), 0, "step %u: V cache", s);
+    }
+    uint64_t steps = 0;
+    cr_assert_geq(replayed(x, &steps), 4, "of %llu steps", (unsigned long long)steps);
+    /* Everything in one job: 7 nodes (the views are not passed), once. */
+    const char *rec = strstr(log, "kept program: 7 nodes in 1 steps, 1 of them matmul jobs");
+    cr_assert_not_null(rec, "the plugin did not keep one job for the whole step:\n%s", log);
+    cr_assert_null(strstr(rec + 1, "kept program:"), "recorded more than once:\n%s", log);
+    cr_assert_null(strstr(log, "no longer runs as recorded"), "%s", log);
+    /* The caches hold every position written, from a non-zero input. */
+    for (uint32_t s = 0; s < 6; s++) {
+        float sum = 0.0f;
+        for (int i = 0; i < 2 * QKV_D; i++)
+            sum += fabsf(kept.kc[order[s] * 2 * QKV_D + i]);
+        cr_assert_gt(sum, 0.0f, "position %u of the K cache was not written", order[s]);
+    }
+
+    sy_executor_destroy(x);
+    sy_plan_release(plan);
+    sy_graph_destroy(kept.g);
     sy_planner_destroy(pl);
     sy_runtime_destroy(rt);
     st_check_leaks();

@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define SY_PLUGIN_ABI_MAJOR 1u
-#define SY_PLUGIN_ABI_MINOR 1u
+#define SY_PLUGIN_ABI_MINOR 2u
 #define SY_PLUGIN_ABI_VERSION ((SY_PLUGIN_ABI_MAJOR << 16) | SY_PLUGIN_ABI_MINOR)
 #define SY_PLUGIN_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 
@@ -171,6 +171,25 @@ typedef struct sy_plugin_desc {
      * from the bytes in use.  Either pointer may be NULL.  Since ABI 1.1. */
     sy_status (*memory_usage)(void *state, uint32_t dev, bool reset_peak, uint64_t *out_in_use,
                               uint64_t *out_peak);
+    /* --- ABI 1.2 --- */
+    /* (optional, NULL = the core calls execute()) Runs |n| nodes as
+     * execute() does, and says that they are the nodes of an earlier call
+     * with the same |key|, changed only where |changed| says.  The core
+     * picks |key| (never 0) and passes it again only with the same |nodes|
+     * array holding the same node pointers in the same order, with the
+     * same ops, inputs, outputs, dtypes and storage; between two calls
+     * with one key, only these may differ: the params of the |n_changed|
+     * nodes in |changed|, and the ne, nb, view_offset, offset and data of
+     * their outputs (which any node may read).  |changed| may name nodes
+     * that are not among |nodes| (views, which the core need not pass).
+     * Tensor contents may differ as in any call.  The core never reuses a
+     * key for another array.  A plugin may keep what it derived from the
+     * nodes under the key (grouping, kernel setup, data pointers) and at
+     * the next call with it redo only what depends on |changed|; one that
+     * has nothing kept under |key| takes every node as new.  Since ABI
+     * 1.2. */
+    sy_status (*execute_keyed)(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n,
+                               uint64_t key, sy_node *const *changed, uint32_t n_changed);
     /* --- append only --- */
 } sy_plugin_desc;
 

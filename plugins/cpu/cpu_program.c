@@ -1,0 +1,361 @@
+/* The kept program of execute_keyed (cpu_program.h).
+ *
+ * A session's decode step hands the plugin the same node array every
+ * token; between two tokens only the KV writes' positions and the extent
+ * of the cache prefixes the attention reads change.  cpu_execute_nodes
+ * looks at every node each call: it resolves its data, matches norm
+ * chains and matmul groups and the ropes and KV writes fused into them,
+ * checks each matmul against the kernel's rules and looks its packed
+ * weight up.  The node and tensor structs it reads are cold by then (the
+ * weights streamed through the caches since the last step), so that work
+ * was most of the decode step's time in dispatch (bench/overhead.sh).
+ *
+ * Under a key, the first call runs cpu_execute_nodes and records what it
+ * ran: steps of one node, of a norm chain, or of a matmul job (a matmul
+ * or a group, set up, with its fused nodes).  Later calls with the key
+ * run the steps.  A node or chain step runs its kernel on the node as it
+ * is now, as any call does.  A job keeps its setup; a job any changed
+ * node's output touches (a KV write's position moved) takes its fused
+ * nodes again, or is set up again when one of its matmuls is touched.
+ * When that, or a chain's kernel, refuses now what it took when
+ * recorded, the call runs the rest of the nodes as cpu_execute_nodes
+ * does and the next call records again.  Every output is the one
+ * cpu_execute_nodes writes, bit for bit: the same kernels on the same
+ * data. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_program.h"
+
+enum { CPU_STEP_NODE, CPU_STEP_CHAIN, CPU_STEP_JOB };
+
+/* Set on a job step whose matmuls, or fused nodes, a changed output touches. */
+#define CPU_TOUCH_MEMBERS 1u
+#define CPU_TOUCH_FUSED 2u
+
+typedef struct cpu_step {
+    uint8_t kind;
+    uint8_t touch;   /* CPU_TOUCH_*, under the last changed list */
+    uint16_t members; /* a job's matmuls */
+    uint32_t first, count; /* nodes [first, first + count) */
+    uint32_t job;          /* a job's index in jobs */
+    uint32_t warm_first, n_warm; /* its structs in warm */
+    const sy_node *chain[3]; /* a chain's add (or NULL), norm, mul (or NULL) */
+} cpu_step;
+
+struct cpu_program {
+    cpu_state *state;
+    uint64_t key; /* 0: none kept */
+    sy_node *const *nodes;
+    uint32_t n;
+    cpu_step *steps;
+    size_t n_steps, cap_steps; /* cap in bytes */
+    char *jobs;                /* job i at i * job_size */
+    size_t n_jobs, cap_jobs;   /* cap in bytes */
+    size_t job_size;
+    /* The changed outputs the steps' touch flags were worked out for, by
+     * address; valid: they were. */
+    /* The node and tensor structs each step reads, by step: prefetched
+     * together as the step starts, their misses overlap, where the
+     * kernels' own loads wait for each in turn (a node, then the tensors
+     * it points at). */
+    const void **warm;
+    size_t n_warm, cap_warm; /* cap in bytes */
+    const sy_tensor **touched;
+    size_t n_touched, cap_touched; /* cap in bytes */
+    bool touch_valid;
+    bool broken; /* a record did not fit (out of memory): not kept */
+};
+
+/* Makes *|p| (*|cap| bytes) hold at least |bytes|, keeping its contents. */
+static bool cpu_program_grow(cpu_state *s, void **p, size_t *cap, size_t bytes)
+{
+    if (*cap >= bytes)
+        return true;
+    size_t want = *cap ? *cap * 2 : 4096;
+    while (want < bytes)
+        want *= 2;
+    void *q = s->host->alloc(s->host->ctx, want, CPU_ALIGN);
+    if (!q)
+        return false;
+    if (*p) {
+        memcpy(q, *p, *cap);
+        s->host->free(s->host->ctx, *p);
+    }
+    *p = q;
+    *cap = want;
+    return true;
+}
+
+cpu_matmul_job *cpu_program_job(cpu_state *s, cpu_program *p)
+{
+    if (p && !p->broken &&
+        cpu_program_grow(s, (void **)&p->jobs, &p->cap_jobs, (p->n_jobs + 1) * p->job_size))
+        return (cpu_matmul_job *)(p->jobs + p->n_jobs * p->job_size);
+    if (p)
+        p->broken = true;
+    if (!s->job && !(s->job = s->host->alloc(s->host->ctx, cpu_matmul_job_size(), CPU_ALIGN)))
+        return NULL;
+    return s->job;
+}
+
+static cpu_step *cpu_program_step(cpu_program *p, uint8_t kind, uint32_t first, uint32_t count)
+{
+    cpu_state *s = p->state;
+    if (p->broken || !cpu_program_grow(s, (void **)&p->steps, &p->cap_steps,
+                                (p->n_steps + 1) * sizeof *p->steps)) {
+        p->broken = true;
+        return NULL;
+    }
+    cpu_step *st = &p->steps[p->n_steps++];
+    memset(st, 0, sizeof *st);
+    st->kind = kind;
+    st->first = first;
+    st->count = count;
+    /* Each node, and each tensor it reads or writes. */
+    size_t need = 0;
+    for (uint32_t i = 0; i < count; i++)
+        need += 2 + p->nodes[first + i]->n_inputs;
+    if (!cpu_program_grow(s, (void **)&p->warm, &p->cap_warm, (p->n_warm + need) * sizeof *p->warm)) {
+        p->broken = true;
+        return NULL;
+    }
+    st->warm_first = (uint32_t)p->n_warm;
+    for (uint32_t i = 0; i < count; i++) {
+        const sy_node *node = p->nodes[first + i];
+        p->warm[p->n_warm++] = node;
+        p->warm[p->n_warm++] = node->output;
+        for (uint32_t j = 0; j < node->n_inputs; j++)
+            p->warm[p->n_warm++] = node->inputs[j];
+    }
+    st->n_warm = (uint32_t)(p->n_warm - st->warm_first);
+    return st;
+}
+
+/* Fetches the lines of |st|'s structs that the kernels read: a node's op,
+ * inputs, output and params; a tensor's shape, strides and data. */
+static void cpu_program_warm(const cpu_program *p, const cpu_step *st)
+{
+    const void *const *w = p->warm + st->warm_first;
+    for (uint32_t k = 0; k < st->n_warm; k++) {
+        /* A node's params end on its third line; a tensor's data field
+         * is on its second. */
+        __builtin_prefetch(w[k]);
+        __builtin_prefetch((const char *)w[k] + 64);
+        __builtin_prefetch((const char *)w[k] + 128);
+    }
+}
+
+void cpu_program_add_job(cpu_program *p, uint32_t first, uint32_t members, uint32_t count)
+{
+    if (!p)
+        return;
+    cpu_step *st = p->broken ? NULL : cpu_program_step(p, CPU_STEP_JOB, first, count);
+    if (!st)
+        return;
+    st->members = (uint16_t)members;
+    st->job = (uint32_t)p->n_jobs++;
+}
+
+void cpu_program_add_chain(cpu_program *p, uint32_t first, uint32_t count, const sy_node *add,
+                           const sy_node *norm, const sy_node *mul)
+{
+    cpu_step *st = p && !p->broken ? cpu_program_step(p, CPU_STEP_CHAIN, first, count) : NULL;
+    if (!st)
+        return;
+    st->chain[0] = add;
+    st->chain[1] = norm;
+    st->chain[2] = mul;
+}
+
+void cpu_program_add_node(cpu_program *p, uint32_t first)
+{
+    if (p && !p->broken)
+        cpu_program_step(p, CPU_STEP_NODE, first, 1);
+}
+
+void cpu_program_free(cpu_state *s)
+{
+    cpu_program *p = s->program;
+    if (p) {
+        if (p->steps)
+            s->host->free(s->host->ctx, p->steps);
+        if (p->jobs)
+            s->host->free(s->host->ctx, p->jobs);
+        if (p->touched)
+            s->host->free(s->host->ctx, p->touched);
+        if (p->warm)
+            s->host->free(s->host->ctx, p->warm);
+        s->host->free(s->host->ctx, p);
+        s->program = NULL;
+    }
+    if (s->job)
+        s->host->free(s->host->ctx, s->job);
+    s->job = NULL;
+}
+
+static int cpu_ptr_cmp(const void *a, const void *b)
+{
+    const uintptr_t x = (uintptr_t)*(const sy_tensor *const *)a;
+    const uintptr_t y = (uintptr_t)*(const sy_tensor *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool cpu_program_touches(const cpu_program *p, const sy_tensor *t)
+{
+    return bsearch(&t, p->touched, p->n_touched, sizeof *p->touched, cpu_ptr_cmp) != NULL;
+}
+
+/* Works out which job steps the outputs of |changed| touch; false when
+ * out of memory.  The same changed outputs as the last call's (a decode
+ * step updates the same nodes every token) keep the flags. */
+static bool cpu_program_touch(cpu_program *p, sy_node *const *changed, uint32_t n_changed)
+{
+    cpu_state *s = p->state;
+    if (!cpu_program_grow(s, (void **)&p->touched, &p->cap_touched,
+                          ((size_t)n_changed + 1) * sizeof *p->touched))
+        return false;
+    /* The same list in the same order: nothing to work out again. */
+    bool same = p->touch_valid && p->n_touched == n_changed;
+    const sy_tensor **fresh = p->touched;
+    for (uint32_t k = 0; k < n_changed && same; k++)
+        same = changed[k] && changed[k]->output == p->touched[k];
+    if (same)
+        return true;
+    p->n_touched = 0;
+    for (uint32_t k = 0; k < n_changed; k++)
+        if (changed[k] && changed[k]->output)
+            fresh[p->n_touched++] = changed[k]->output;
+    /* Kept in the caller's order for the comparison above; searched in a
+     * sorted copy. */
+    const sy_tensor **sorted = s->host->alloc(s->host->ctx, (p->n_touched + 1) * sizeof *sorted,
+                                              CPU_ALIGN);
+    if (!sorted)
+        return false;
+    memcpy(sorted, fresh, p->n_touched * sizeof *sorted);
+    qsort(sorted, p->n_touched, sizeof *sorted, cpu_ptr_cmp);
+    const sy_tensor **order = p->touched;
+    p->touched = sorted;
+    for (size_t k = 0; k < p->n_steps; k++) {
+        cpu_step *st = &p->steps[k];
+        st->touch = 0;
+        if (st->kind != CPU_STEP_JOB)
+            continue;
+        for (uint32_t i = 0; i < st->count; i++) {
+            const sy_node *node = p->nodes[st->first + i];
+            bool hit = cpu_program_touches(p, node->output);
+            for (uint32_t j = 0; j < node->n_inputs && !hit; j++)
+                hit = cpu_program_touches(p, node->inputs[j]);
+            if (hit)
+                st->touch |= i < st->members ? CPU_TOUCH_MEMBERS : CPU_TOUCH_FUSED;
+        }
+    }
+    p->touched = order;
+    s->host->free(s->host->ctx, sorted);
+    p->touch_valid = true;
+    return true;
+}
+
+/* Sets job step |st| up again where the changed outputs touch it; false
+ * when its nodes no longer group or fuse as they did. */
+static bool cpu_program_refresh(cpu_state *s, const cpu_program *p, const cpu_step *st,
+                                cpu_matmul_job *j)
+{
+    sy_node *const *nodes = p->nodes;
+    if (st->touch & CPU_TOUCH_MEMBERS) {
+        cpu_epilogue e;
+        uint32_t covered = 0;
+        if (st->count > st->members)
+            covered = cpu_scan_epilogue(s, nodes, st->first, st->members, p->n, &e);
+        const char *why;
+        return st->members + covered == st->count &&
+               cpu_matmul_job_build(s, (const sy_node *const *)(nodes + st->first), st->members,
+                                    covered ? &e : NULL, j, &why) == SY_OK;
+    }
+    cpu_epilogue *e = cpu_matmul_job_epilogue(j);
+    return e && st->members + cpu_scan_epilogue(s, nodes, st->first, st->members, p->n, e) ==
+                    st->count;
+}
+
+static sy_status cpu_program_run(cpu_state *s, cpu_program *p)
+{
+    sy_node *const *nodes = p->nodes;
+    for (size_t k = 0; k < p->n_steps; k++) {
+        const cpu_step *st = &p->steps[k];
+        sy_status r;
+        cpu_program_warm(p, st);
+        if (st->kind == CPU_STEP_NODE) {
+            r = cpu_run_node(s, nodes[st->first]);
+            if (r != SY_OK)
+                return r;
+            continue;
+        }
+        if (st->kind == CPU_STEP_CHAIN) {
+            const char *why = NULL;
+            r = cpu_kernel_norm_chain(s, st->chain[0], st->chain[1], st->chain[2], &why);
+            if (r == SY_OK)
+                continue;
+            if (r != SY_E_UNSUPPORTED)
+                return r;
+        } else {
+            cpu_matmul_job *j = (cpu_matmul_job *)(p->jobs + st->job * p->job_size);
+            if (!st->touch || cpu_program_refresh(s, p, st, j)) {
+                r = cpu_matmul_job_run(s, j);
+                if (r == SY_OK)
+                    continue;
+                cpu_log(s, SY_LOG_ERROR, "matmul from node '%s' failed: %s",
+                        nodes[st->first]->name, cpu_status_name(r));
+                return r;
+            }
+        }
+        /* Refused now what it took when recorded: the rest as any call
+         * runs it, and the next call records again. */
+        p->key = 0;
+        cpu_log(s, SY_LOG_DEBUG, "kept program: node '%s' no longer runs as recorded; recording again",
+                nodes[st->first]->name);
+        return cpu_execute_nodes(s, nodes + st->first, p->n - st->first, NULL);
+    }
+    return SY_OK;
+}
+
+sy_status cpu_device_execute_keyed(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n,
+                                   uint64_t key, sy_node *const *changed, uint32_t n_changed)
+{
+    cpu_state *s = state;
+    if (dev != 0 || (!nodes && n) || (!changed && n_changed))
+        return SY_E_INVALID_ARG;
+    if (!s->keep_program || key == 0)
+        return cpu_device_execute(state, dev, nodes, n);
+    cpu_program *p = s->program;
+    if (!p) {
+        p = s->program = s->host->alloc(s->host->ctx, sizeof *p, CPU_ALIGN);
+        if (!p)
+            return cpu_device_execute(state, dev, nodes, n);
+        memset(p, 0, sizeof *p);
+        p->state = s;
+        p->job_size = (cpu_matmul_job_size() + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
+    }
+    /* Mappings may have changed between calls (cpu_repack.c). */
+    s->file_maps.valid = false;
+    sy_status st;
+    if (p->key == key && p->nodes == nodes && p->n == n && cpu_program_touch(p, changed, n_changed)) {
+        st = cpu_program_run(s, p);
+    } else {
+        p->key = 0;
+        p->nodes = nodes;
+        p->n = n;
+        p->n_steps = p->n_jobs = p->n_warm = 0;
+        p->touch_valid = p->broken = false;
+        st = cpu_execute_nodes(s, nodes, n, p);
+        if (st == SY_OK && !p->broken) {
+            p->key = key;
+            cpu_log(s, SY_LOG_DEBUG, "kept program: %u nodes in %zu steps, %zu of them matmul jobs",
+                    n, p->n_steps, p->n_jobs);
+        }
+    }
+    /* Weights packed into the pack cache during the call are synced and
+     * recorded once, here, after it. */
+    if (s->pack_pending)
+        cpu_pack_cache_commit(s);
+    return st;
+}
