@@ -39,7 +39,9 @@ typedef struct cpu_step {
     uint16_t members; /* a job's matmuls */
     uint32_t first, count; /* nodes [first, first + count) */
     uint32_t job;          /* a job's index in jobs */
-    uint32_t warm_first, n_warm; /* its structs in warm */
+    /* Its structs in warm: |warm_nodes| nodes, then tensors up to
+     * |warm_end|. */
+    uint32_t warm_first, warm_nodes, warm_end;
     const sy_node *chain[3]; /* a chain's add (or NULL), norm, mul (or NULL) */
 } cpu_step;
 
@@ -121,28 +123,41 @@ static cpu_step *cpu_program_step(cpu_program *p, uint8_t kind, uint32_t first, 
         return NULL;
     }
     st->warm_first = (uint32_t)p->n_warm;
+    /* A job reads the nodes' structs only when it is set up. */
+    if (kind != CPU_STEP_JOB)
+        for (uint32_t i = 0; i < count; i++)
+            p->warm[p->n_warm++] = p->nodes[first + i];
+    st->warm_nodes = (uint32_t)(p->n_warm - st->warm_first);
     for (uint32_t i = 0; i < count; i++) {
         const sy_node *node = p->nodes[first + i];
-        p->warm[p->n_warm++] = node;
-        p->warm[p->n_warm++] = node->output;
-        for (uint32_t j = 0; j < node->n_inputs; j++)
-            p->warm[p->n_warm++] = node->inputs[j];
+        for (uint32_t j = 0; j <= node->n_inputs; j++) {
+            const void *t = j < node->n_inputs ? (const void *)node->inputs[j] : node->output;
+            bool seen = false; /* members share their input */
+            for (size_t k = p->n_warm; k-- > (size_t)st->warm_first + st->warm_nodes && !seen;)
+                seen = p->warm[k] == t;
+            if (!seen)
+                p->warm[p->n_warm++] = t;
+        }
     }
-    st->n_warm = (uint32_t)(p->n_warm - st->warm_first);
+    st->warm_end = (uint32_t)p->n_warm;
     return st;
 }
 
 /* Fetches the lines of |st|'s structs that the kernels read: a node's op,
- * inputs, output and params; a tensor's shape, strides and data. */
+ * inputs, output and params (its first three lines); a tensor's shape,
+ * strides and data (its first two). */
 static void cpu_program_warm(const cpu_program *p, const cpu_step *st)
 {
-    const void *const *w = p->warm + st->warm_first;
-    for (uint32_t k = 0; k < st->n_warm; k++) {
-        /* A node's params end on its third line; a tensor's data field
-         * is on its second. */
+    const void *const *w = p->warm;
+    uint32_t k = st->warm_first;
+    for (const uint32_t nodes_end = k + st->warm_nodes; k < nodes_end; k++) {
         __builtin_prefetch(w[k]);
         __builtin_prefetch((const char *)w[k] + 64);
         __builtin_prefetch((const char *)w[k] + 128);
+    }
+    for (; k < st->warm_end; k++) {
+        __builtin_prefetch(w[k]);
+        __builtin_prefetch((const char *)w[k] + 64);
     }
 }
 
