@@ -311,9 +311,10 @@ static void pc_unbind(sy_graph *g)
     }
 }
 
-/* Sets the result's bytes in |buf| to its initial value (an op that
- * updates it in place), else to all ones (NaN as floats): a run that
- * leaves it unwritten cannot pass with an earlier run's bytes. */
+/* Sets the result's bytes in |buf| again as pc_place set them: its
+ * initial value (an op that updates it in place), else all ones (NaN as
+ * floats), so that a second run that leaves it unwritten cannot pass with
+ * the first run's bytes. */
 static sy_status pc_fill_result(pcheck_run *run, void *state, uint32_t dev, pcheck_case *c,
                                 void *buf, uint64_t offset, char *detail, size_t size)
 {
@@ -352,8 +353,6 @@ static sy_status pc_run_device(pcheck_run *run, void *state, uint32_t dev, pchec
         return st != SY_OK ? st : SY_E_DEVICE;
     }
     st = pc_place(run, state, dev, g, &lay, buf, detail, size);
-    if (st == SY_OK)
-        st = pc_fill_result(run, state, dev, c, buf, lay.offset[c->result->id], detail, size);
     if (st == SY_OK) {
         const uint32_t n = sy_graph_node_count(g);
         sy_node **nodes = malloc(n * sizeof *nodes);
