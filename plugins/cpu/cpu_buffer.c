@@ -87,6 +87,16 @@ static bool cpu_buffer_covers(const cpu_buffer *b, uint64_t offset, uint64_t siz
     return b && offset <= b->size && size <= b->size - offset;
 }
 
+/* Bytes of |b| were written: a packed copy of them is stale (counted for
+ * the kept program, cpu_program.c). */
+static void cpu_buffer_written(cpu_state *s, cpu_buffer *b)
+{
+    if (!b->packed)
+        return;
+    s->packs_rewritten++;
+    cpu_buffer_drop_packed(s, b);
+}
+
 sy_status cpu_buffer_copy_in(void *state, uint32_t dev, void *buffer, uint64_t offset,
                              const void *src, uint64_t size)
 {
@@ -95,7 +105,7 @@ sy_status cpu_buffer_copy_in(void *state, uint32_t dev, void *buffer, uint64_t o
         return SY_E_INVALID_ARG;
     if (size) {
         memcpy((char *)b->ptr + offset, src, (size_t)size);
-        cpu_buffer_drop_packed(state, b);
+        cpu_buffer_written(state, b);
     }
     return SY_OK;
 }
@@ -121,7 +131,7 @@ sy_status cpu_buffer_copy_device(void *state, uint32_t dst_dev, void *dst, uint6
     /* memmove: the runtime may copy between overlapping ranges of one buffer. */
     if (size) {
         memmove((char *)d->ptr + dst_offset, (const char *)sb->ptr + src_offset, (size_t)size);
-        cpu_buffer_drop_packed(state, d);
+        cpu_buffer_written(state, d);
     }
     return SY_OK;
 }

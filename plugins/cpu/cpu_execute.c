@@ -267,6 +267,11 @@ sy_status cpu_execute_nodes(cpu_state *s, sy_node *const *nodes, uint32_t n, cpu
             /* Refused (SY_E_UNSUPPORTED), the first member runs alone
              * below and the rest, the taken nodes too, as nodes. */
             cpu_matmul_job *job = cpu_program_job(s, rec);
+            if (!job) {
+                cpu_log(s, SY_LOG_ERROR, "out of memory setting up the matmul of node '%s'",
+                        node->name);
+                return SY_E_NO_MEMORY;
+            }
             const char *why = "unknown";
             st = cpu_matmul_job_build(s, (const sy_node *const *)(nodes + i), grouped,
                                       covered ? &epi : NULL, job, &why);

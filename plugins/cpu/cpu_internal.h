@@ -88,6 +88,10 @@ typedef struct cpu_state {
     uint8_t *pack_bounce; /* a slice of rows packed before it is written */
     size_t pack_bounce_size;
     bool pack_pending; /* copies written that the end of the execute call records */
+    /* Packed copies dropped so far because their buffer was written: a
+     * kept program's jobs point at the copies there were when it was
+     * recorded (cpu_program.c). */
+    uint64_t packs_rewritten;
     /* Weight rows per prefill GEMM tile (SWITCHYARD_CPU_MATMUL_ROWS, a
      * power of two in 4..128; default CPU_MATMUL_GEMM_TILE_ROWS): how
      * often a tile's packed columns are reused from L2 before the next

@@ -55,14 +55,15 @@ struct cpu_program {
     char *jobs;                /* job i at i * job_size */
     size_t n_jobs, cap_jobs;   /* cap in bytes */
     size_t job_size;
-    /* The changed outputs the steps' touch flags were worked out for, by
-     * address; valid: they were. */
+    uint64_t packs_rewritten; /* s->packs_rewritten when recorded */
     /* The node and tensor structs each step reads, by step: prefetched
      * together as the step starts, their misses overlap, where the
      * kernels' own loads wait for each in turn (a node, then the tensors
      * it points at). */
     const void **warm;
     size_t n_warm, cap_warm; /* cap in bytes */
+    /* The changed outputs the steps' touch flags were worked out for, in
+     * the caller's order; valid: they were. */
     const sy_tensor **touched;
     size_t n_touched, cap_touched; /* cap in bytes */
     bool touch_valid;
@@ -353,7 +354,10 @@ sy_status cpu_device_execute_keyed(void *state, uint32_t dev, sy_node *const *no
     /* Mappings may have changed between calls (cpu_repack.c). */
     s->file_maps.valid = false;
     sy_status st;
-    if (p->key == key && p->nodes == nodes && p->n == n && cpu_program_touch(p, changed, n_changed)) {
+    /* A packed weight dropped since the record (its buffer written)
+     * leaves the jobs pointing at freed memory: record again. */
+    if (p->key == key && p->nodes == nodes && p->n == n &&
+        p->packs_rewritten == s->packs_rewritten && cpu_program_touch(p, changed, n_changed)) {
         st = cpu_program_run(s, p);
     } else {
         p->key = 0;
@@ -364,6 +368,7 @@ sy_status cpu_device_execute_keyed(void *state, uint32_t dev, sy_node *const *no
         st = cpu_execute_nodes(s, nodes, n, p);
         if (st == SY_OK && !p->broken) {
             p->key = key;
+            p->packs_rewritten = s->packs_rewritten;
             cpu_log(s, SY_LOG_DEBUG, "kept program: %u nodes in %zu steps, %zu of them matmul jobs",
                     n, p->n_steps, p->n_jobs);
         }
