@@ -357,9 +357,46 @@ static sy_status add_item(mp_builder *b, const sy_tensor *t, uint32_t slot, uint
     return SY_OK;
 }
 
+/* The last position, in segment |s|, of the window that starts at |q|:
+ * consecutive matmuls of one input (at least two) and the ropes and KV
+ * writes right after them, views aside.  A device may run such a window
+ * as one (the CPU plugin's matmul group, with the ropes and writes in its
+ * tiles: plugins/cpu/cpu_kernels_fused.c), so every buffer a node of it
+ * reads or writes lives through the whole window: none takes bytes
+ * another node of it still reads or writes.  |q| itself when no window
+ * starts there. */
+static uint32_t fused_window_end(const mp_builder *b, const sy__plan_step *s, uint32_t q)
+{
+    const sy_node *n = sy_graph_node(b->g, b->plan->order[s->first + q]);
+    if (n->op != SY_OP_MATMUL || n->n_inputs < 2)
+        return q;
+    uint32_t end = q;
+    while (end + 1 < s->count) {
+        const sy_node *m = sy_graph_node(b->g, b->plan->order[s->first + end + 1]);
+        if (m->op != SY_OP_MATMUL || m->n_inputs < 2 || m->inputs[1] != n->inputs[1])
+            break;
+        end++;
+    }
+    if (end == q)
+        return q;
+    while (end + 1 < s->count) {
+        const sy_node *m = sy_graph_node(b->g, b->plan->order[s->first + end + 1]);
+        if (!sy_op_is_view(m->op) && m->op != SY_OP_ROPE && m->op != SY_OP_KV_WRITE)
+            break;
+        end++;
+    }
+    return end;
+}
+
 static sy_status run_segment(mp_builder *b, const sy__plan_step *s, uint32_t *tick)
 {
+    uint32_t window_end = 0; /* the last tick of the current or last fused window */
     for (uint32_t q = 0; q < s->count; q++, (*tick)++) {
+        if (*tick >= window_end) {
+            const uint32_t end = fused_window_end(b, s, q);
+            if (end > q)
+                window_end = *tick + (end - q);
+        }
         const sy_node *n = sy_graph_node(b->g, b->plan->order[s->first + q]);
         for (uint32_t j = 0; j < n->n_inputs; j++) {
             const sy_tensor *root = arena_root(b->g, n->inputs[j]);
@@ -370,7 +407,7 @@ static sy_status run_segment(mp_builder *b, const sy__plan_step *s, uint32_t *ti
                 return mp_fail(b, SY_E_INTERNAL,
                                "node '%s' on '%s' reads '%s', which the plan never brings there",
                                n->name, b->plan->dev_name[s->dev], root->name);
-            extend(&b->mp->items[it], *tick);
+            extend(&b->mp->items[it], *tick > window_end ? *tick : window_end);
         }
         const sy_tensor *root = arena_root(b->g, n->output);
         if (!root)
@@ -380,6 +417,8 @@ static sy_status run_segment(mp_builder *b, const sy__plan_step *s, uint32_t *ti
             extend(&b->mp->items[it], *tick);
         else if (add_item(b, root, s->dev, *tick) != SY_OK)
             return SY_E_NO_MEMORY;
+        if (*tick < window_end)
+            extend(&b->mp->items[*item_at(b, root->id, s->dev)], window_end);
     }
     return SY_OK;
 }

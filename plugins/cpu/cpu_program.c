@@ -160,6 +160,14 @@ static void cpu_program_warm(const cpu_program *p, const cpu_step *st)
         __builtin_prefetch(w[k]);
         __builtin_prefetch((const char *)w[k] + 64);
     }
+    /* A job taking its fused nodes again reads their structs. */
+    if (st->touch)
+        for (uint32_t i = st->members; i < st->count; i++) {
+            const char *node = (const char *)p->nodes[st->first + i];
+            __builtin_prefetch(node);
+            __builtin_prefetch(node + 64);
+            __builtin_prefetch(node + 128);
+        }
 }
 
 void cpu_program_add_job(cpu_program *p, uint32_t first, uint32_t members, uint32_t count)

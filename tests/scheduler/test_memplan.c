@@ -128,8 +128,35 @@ static void assert_covered(const sy__memplan *mp, const sy_tensor *r, uint32_t s
     cr_assert_eq(it->tensor, r->id);
 }
 
+/* The last position in |si| of the window that starts at |q|: two or more
+ * matmuls of one input and the ropes, KV writes and views right after
+ * them, which a device may run as one (plugins/cpu/cpu_kernels_fused.c);
+ * |q| when none starts there. */
+static uint32_t fused_window_end(const sy_graph *g, const sy_plan_step_info *si, uint32_t q)
+{
+    const sy_node *n = sy_graph_node(g, si->nodes[q]);
+    uint32_t end = q;
+    while (n->op == SY_OP_MATMUL && end + 1 < si->n_nodes) {
+        const sy_node *m = sy_graph_node(g, si->nodes[end + 1]);
+        if (m->op != SY_OP_MATMUL || m->inputs[1] != n->inputs[1])
+            break;
+        end++;
+    }
+    if (end == q)
+        return q;
+    while (end + 1 < si->n_nodes) {
+        const sy_node *m = sy_graph_node(g, si->nodes[end + 1]);
+        if (!sy_op_is_view(m->op) && m->op != SY_OP_ROPE && m->op != SY_OP_KV_WRITE)
+            break;
+        end++;
+    }
+    return end;
+}
+
 /* Plans |g|'s arenas under |plan| and checks every use against them, with
- * the ticks counted again from the public step list. */
+ * the ticks counted again from the public step list; inside a fused
+ * window, every buffer a node of it touches lives to the window's end
+ * (so none takes bytes another node of it still reads or writes). */
 static void check_graph_plan(const sy_graph *g, const sy_plan *plan, const uint8_t *alias_to,
                              const char *what, uint64_t *out_arena, uint64_t *out_peak)
 {
@@ -164,8 +191,18 @@ static void check_graph_plan(const sy_graph *g, const sy_plan *plan, const uint8
             tick++;
             continue;
         }
+        uint32_t window_last = 0; /* its tick; 0: none */
         for (uint32_t q = 0; q < si.n_nodes; q++, tick++) {
+            if (tick > window_last || window_last == 0) {
+                const uint32_t end = fused_window_end(g, &si, q);
+                window_last = end > q ? tick + (end - q) : 0;
+            }
             const sy_node *n = sy_graph_node(g, si.nodes[q]);
+            for (uint32_t j = 0; j <= n->n_inputs && window_last; j++) {
+                const sy_tensor *r = act_root(g, j < n->n_inputs ? n->inputs[j] : n->output);
+                if (r)
+                    assert_covered(&mp, r, slot, window_last, what);
+            }
             for (uint32_t j = 0; j < n->n_inputs; j++) {
                 const sy_tensor *r = act_root(g, n->inputs[j]);
                 if (!r)
