@@ -57,6 +57,20 @@ static void count_program_lines(void *user, sy_log_level level, const char *msg)
         pl->refused++;
 }
 
+/* A runtime with the CPU plugin alone, logging every message to |fn|. */
+static sy_runtime *cpu_runtime_logging(sy_log_fn fn, void *user)
+{
+    sy_runtime_options ro;
+    sy_runtime_options_init(&ro);
+    ro.plugin_path = SY_TEST_CPU_PLUGIN;
+    ro.no_default_paths = true;
+    ro.log_fn = fn;
+    ro.log_user = user;
+    sy_runtime *rt = NULL;
+    cr_assert_eq(sy_runtime_create(&ro, &rt), SY_OK);
+    return rt;
+}
+
 /* The decode steps below, with the CPU plugin keeping the program of
  * each replayed step's nodes (|keep|) or not. */
 static void check_decode_steps(bool keep)
@@ -65,15 +79,8 @@ static void check_decode_steps(bool keep)
     if (access(path, R_OK) != 0)
         cr_skip_test("%s not fetched (tools/fetch-models.sh)", path);
     program_log plog = {0};
-    sy_runtime_options ro;
-    sy_runtime_options_init(&ro);
-    ro.plugin_path = SY_TEST_CPU_PLUGIN;
-    ro.no_default_paths = true;
-    ro.log_fn = count_program_lines;
-    ro.log_user = &plog;
     setenv("SWITCHYARD_CPU_PROGRAM", keep ? "1" : "0", 1);
-    sy_runtime *rt = NULL;
-    cr_assert_eq(sy_runtime_create(&ro, &rt), SY_OK);
+    sy_runtime *rt = cpu_runtime_logging(count_program_lines, &plog);
     unsetenv("SWITCHYARD_CPU_PROGRAM");
     sy_model *m = NULL;
     cr_assert_eq(sy_model_open(rt, path, &m), SY_OK, "%s", sy_runtime_last_error(rt));
@@ -460,14 +467,7 @@ Test(executor_replay, kept_programs_move_the_kv_writes_fused_in_matmul_tiles)
 {
     static char log[8192];
     log[0] = 0;
-    sy_runtime_options ro;
-    sy_runtime_options_init(&ro);
-    ro.plugin_path = SY_TEST_CPU_PLUGIN;
-    ro.no_default_paths = true;
-    ro.log_fn = qkv_log;
-    ro.log_user = log;
-    sy_runtime *rt = NULL;
-    cr_assert_eq(sy_runtime_create(&ro, &rt), SY_OK);
+    sy_runtime *rt = cpu_runtime_logging(qkv_log, log);
     sy_planner *pl = NULL;
     cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
     sy_plan_options o;
