@@ -302,17 +302,8 @@ sy_status cpu_execute_nodes(cpu_state *s, sy_node *const *nodes, uint32_t n, cpu
 
 sy_status cpu_device_execute(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n)
 {
-    cpu_state *s = state;
-    if (dev != 0 || (!nodes && n))
-        return SY_E_INVALID_ARG;
-    /* Mappings may have changed between calls (cpu_repack.c). */
-    s->file_maps.valid = false;
-    const sy_status st = cpu_execute_nodes(s, nodes, n, NULL);
-    /* Weights packed into the pack cache during the call are synced and
-     * recorded once, here, after it. */
-    if (s->pack_pending)
-        cpu_pack_cache_commit(s);
-    return st;
+    /* Key 0: nothing kept (cpu_program.c). */
+    return cpu_device_execute_keyed(state, dev, nodes, n, 0, NULL, 0);
 }
 
 sy_status cpu_device_synchronize(void *state, uint32_t dev)

@@ -63,9 +63,9 @@ struct cpu_program {
     const void **warm;
     size_t n_warm, cap_warm; /* cap in bytes */
     /* The changed outputs the steps' touch flags were worked out for, in
-     * the caller's order; valid: they were. */
-    const sy_tensor **touched;
-    size_t n_touched, cap_touched; /* cap in bytes */
+     * the caller's order and sorted (searched); valid: they were. */
+    const sy_tensor **touched, **sorted;
+    size_t n_touched, cap_touched, cap_sorted; /* caps in bytes */
     bool touch_valid;
     bool broken; /* a record did not fit (out of memory): not kept */
 };
@@ -208,6 +208,8 @@ void cpu_program_free(cpu_state *s)
             s->host->free(s->host->ctx, p->jobs);
         if (p->touched)
             s->host->free(s->host->ctx, p->touched);
+        if (p->sorted)
+            s->host->free(s->host->ctx, p->sorted);
         if (p->warm)
             s->host->free(s->host->ctx, p->warm);
         s->host->free(s->host->ctx, p);
@@ -227,7 +229,7 @@ static int cpu_ptr_cmp(const void *a, const void *b)
 
 static bool cpu_program_touches(const cpu_program *p, const sy_tensor *t)
 {
-    return bsearch(&t, p->touched, p->n_touched, sizeof *p->touched, cpu_ptr_cmp) != NULL;
+    return bsearch(&t, p->sorted, p->n_touched, sizeof *p->sorted, cpu_ptr_cmp) != NULL;
 }
 
 /* Works out which job steps the outputs of |changed| touch; false when
@@ -236,12 +238,12 @@ static bool cpu_program_touches(const cpu_program *p, const sy_tensor *t)
 static bool cpu_program_touch(cpu_program *p, sy_node *const *changed, uint32_t n_changed)
 {
     cpu_state *s = p->state;
-    if (!cpu_program_grow(s, (void **)&p->touched, &p->cap_touched,
-                          ((size_t)n_changed + 1) * sizeof *p->touched))
+    const size_t bytes = ((size_t)n_changed + 1) * sizeof *p->touched;
+    if (!cpu_program_grow(s, (void **)&p->touched, &p->cap_touched, bytes) ||
+        !cpu_program_grow(s, (void **)&p->sorted, &p->cap_sorted, bytes))
         return false;
     /* The same list in the same order: nothing to work out again. */
     bool same = p->touch_valid && p->n_touched == n_changed;
-    const sy_tensor **fresh = p->touched;
     for (uint32_t k = 0; k < n_changed && same; k++)
         same = changed[k] && changed[k]->output == p->touched[k];
     if (same)
@@ -249,23 +251,13 @@ static bool cpu_program_touch(cpu_program *p, sy_node *const *changed, uint32_t 
     p->n_touched = 0;
     for (uint32_t k = 0; k < n_changed; k++)
         if (changed[k] && changed[k]->output)
-            fresh[p->n_touched++] = changed[k]->output;
-    /* Kept in the caller's order for the comparison above; searched in a
-     * sorted copy. */
-    const sy_tensor **sorted = s->host->alloc(s->host->ctx, (p->n_touched + 1) * sizeof *sorted,
-                                              CPU_ALIGN);
-    if (!sorted)
-        return false;
-    memcpy(sorted, fresh, p->n_touched * sizeof *sorted);
-    qsort(sorted, p->n_touched, sizeof *sorted, cpu_ptr_cmp);
-    const sy_tensor **order = p->touched;
-    p->touched = sorted;
+            p->touched[p->n_touched++] = changed[k]->output;
+    memcpy(p->sorted, p->touched, p->n_touched * sizeof *p->sorted);
+    qsort(p->sorted, p->n_touched, sizeof *p->sorted, cpu_ptr_cmp);
     for (size_t k = 0; k < p->n_steps; k++) {
         cpu_step *st = &p->steps[k];
         st->touch = 0;
-        if (st->kind != CPU_STEP_JOB)
-            continue;
-        for (uint32_t i = 0; i < st->count; i++) {
+        for (uint32_t i = 0; st->kind == CPU_STEP_JOB && i < st->count; i++) {
             const sy_node *node = p->nodes[st->first + i];
             bool hit = cpu_program_touches(p, node->output);
             for (uint32_t j = 0; j < node->n_inputs && !hit; j++)
@@ -274,8 +266,6 @@ static bool cpu_program_touch(cpu_program *p, sy_node *const *changed, uint32_t 
                 st->touch |= i < st->members ? CPU_TOUCH_MEMBERS : CPU_TOUCH_FUSED;
         }
     }
-    p->touched = order;
-    s->host->free(s->host->ctx, sorted);
     p->touch_valid = true;
     return true;
 }
@@ -348,24 +338,25 @@ sy_status cpu_device_execute_keyed(void *state, uint32_t dev, sy_node *const *no
     cpu_state *s = state;
     if (dev != 0 || (!nodes && n) || (!changed && n_changed))
         return SY_E_INVALID_ARG;
-    if (!s->keep_program || key == 0)
-        return cpu_device_execute(state, dev, nodes, n);
     cpu_program *p = s->program;
-    if (!p) {
+    if (!p && s->keep_program && key != 0) {
         p = s->program = s->host->alloc(s->host->ctx, sizeof *p, CPU_ALIGN);
-        if (!p)
-            return cpu_device_execute(state, dev, nodes, n);
-        memset(p, 0, sizeof *p);
-        p->state = s;
-        p->job_size = (cpu_matmul_job_size() + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
+        if (p) {
+            memset(p, 0, sizeof *p);
+            p->state = s;
+            p->job_size = (cpu_matmul_job_size() + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
+        }
     }
     /* Mappings may have changed between calls (cpu_repack.c). */
     s->file_maps.valid = false;
     sy_status st;
-    /* A packed weight dropped since the record (its buffer written)
-     * leaves the jobs pointing at freed memory: record again. */
-    if (p->key == key && p->nodes == nodes && p->n == n &&
-        p->packs_rewritten == s->packs_rewritten && cpu_program_touch(p, changed, n_changed)) {
+    if (!p || key == 0) {
+        st = cpu_execute_nodes(s, nodes, n, NULL);
+    } else if (p->key == key && p->nodes == nodes && p->n == n &&
+               /* A packed weight dropped since the record (its buffer
+                * written) leaves the jobs pointing at freed memory. */
+               p->packs_rewritten == s->packs_rewritten &&
+               cpu_program_touch(p, changed, n_changed)) {
         st = cpu_program_run(s, p);
     } else {
         p->key = 0;

@@ -153,6 +153,28 @@ void st_layered_problem(sy__sched_problem *pb, uint32_t block, uint32_t repeat, 
 
 /* ------------------------------------------------------------- runtimes */
 
+void st_log_append(void *user, sy_log_level level, const char *msg)
+{
+    st_log *log = user;
+    (void)level;
+    size_t len = strlen(log->text);
+    snprintf(log->text + len, sizeof log->text - len, "%s\n", msg);
+}
+
+sy_runtime *st_runtime_logging(const char *plugin_path, sy_log_fn fn, void *user)
+{
+    sy_runtime_options o;
+    sy_runtime_options_init(&o);
+    o.plugin_path = plugin_path;
+    o.no_default_paths = true;
+    o.log_fn = fn;
+    o.log_user = user;
+    o.log_level = SY_LOG_DEBUG;
+    sy_runtime *rt = NULL;
+    cr_assert_eq(sy_runtime_create(&o, &rt), SY_OK);
+    return rt;
+}
+
 sy_runtime *st_runtime(void)
 {
     sy_runtime_options o;

@@ -52,6 +52,17 @@ enum { ST_CPU = 0, ST_TESTDEV = 1, ST_OPAQUE = 2, ST_N_DEVICES = 3 };
  * opaquedev (not unified, buffers not mappable). */
 sy_runtime *st_runtime(void);
 
+/* A runtime with the plugins of |plugin_path| alone, passing every
+ * message, debug included, to |fn|. */
+sy_runtime *st_runtime_logging(const char *plugin_path, sy_log_fn fn, void *user);
+
+/* Messages kept one per line, by st_log_append (an st_log as |user|;
+ * heap-allocate it: it is large). */
+typedef struct st_log {
+    char text[1 << 16];
+} st_log;
+void st_log_append(void *user, sy_log_level level, const char *msg);
+
 /* Path of a fixture file under tests/scheduler/fixtures. */
 const char *st_fixture(const char *name, char *buf, size_t size);
 

@@ -17,29 +17,9 @@
 
 #include "sched_test_util.h"
 
-typedef struct log_capture {
-    char text[1 << 16];
-} log_capture;
-
-static void capture_log(void *user, sy_log_level level, const char *msg)
+static sy_runtime *runtime_with(const char *plugins, st_log *cap, uint32_t n_devices)
 {
-    log_capture *c = user;
-    (void)level;
-    size_t len = strlen(c->text);
-    snprintf(c->text + len, sizeof c->text - len, "%s\n", msg);
-}
-
-static sy_runtime *runtime_with(const char *plugins, log_capture *cap, uint32_t n_devices)
-{
-    sy_runtime_options o;
-    sy_runtime_options_init(&o);
-    o.plugin_path = plugins;
-    o.no_default_paths = true;
-    o.log_fn = capture_log;
-    o.log_user = cap;
-    o.log_level = SY_LOG_DEBUG;
-    sy_runtime *rt = NULL;
-    cr_assert_eq(sy_runtime_create(&o, &rt), SY_OK);
+    sy_runtime *rt = st_runtime_logging(plugins, st_log_append, cap);
     cr_assert_eq(sy_runtime_device_count(rt), n_devices, "%s", cap->text);
     return rt;
 }
@@ -93,7 +73,7 @@ static long find_from(const char *text, const char *needle, long from)
 
 Test(async, independent_branches_are_both_launched_before_either_is_waited_for)
 {
-    log_capture *cap = calloc(1, sizeof *cap);
+    st_log *cap = calloc(1, sizeof *cap);
     sy_runtime *rt = runtime_with(SY_TEST_CPU_PLUGIN ":" PLUGIN("asyncdev.so") ":"
                                   PLUGIN("asyncdev_b.so"),
                                   cap, 3);
@@ -165,7 +145,7 @@ Test(async, a_cpu_branch_is_issued_after_the_asynchronous_branch_it_does_not_nee
 {
     /* In graph order the cpu branch (p) comes first; the plan issues the
      * asynchronous branch (q) before it so both run at once. */
-    log_capture *cap = calloc(1, sizeof *cap);
+    st_log *cap = calloc(1, sizeof *cap);
     sy_runtime *rt = runtime_with(SY_TEST_CPU_PLUGIN ":" PLUGIN("asyncdev.so"), cap, 2);
     float x[64 * 8] = {0}, out[64 * 8];
     sy_graph *g = two_branches(x, out);
@@ -212,7 +192,7 @@ static const st_decoder_shape decoder = {
 
 Test(async, a_decoder_spread_over_two_asynchronous_devices_gives_the_cpus_output)
 {
-    log_capture *cap = calloc(1, sizeof *cap);
+    st_log *cap = calloc(1, sizeof *cap);
     sy_runtime *rt = runtime_with(SY_TEST_CPU_PLUGIN ":" PLUGIN("asyncdev.so") ":"
                                   PLUGIN("asyncdev_b.so"),
                                   cap, 3);
@@ -251,7 +231,7 @@ Test(async, a_decoder_spread_over_two_asynchronous_devices_gives_the_cpus_output
 
 Test(async, a_kernel_failing_only_at_the_wait_is_named_with_its_node_and_device)
 {
-    log_capture *cap = calloc(1, sizeof *cap);
+    st_log *cap = calloc(1, sizeof *cap);
     sy_runtime *rt =
         runtime_with(SY_TEST_CPU_PLUGIN ":" PLUGIN("async_fault_matmul.so"), cap, 2);
     uint32_t fdev;
@@ -303,7 +283,7 @@ Test(async, a_kernel_failing_only_at_the_wait_is_named_with_its_node_and_device)
  * SWITCHYARD_OPENCL_DISCRETE=1 as a device with its own memory (every
  * transfer a copy).  Skipped where the plugin was not built or finds no
  * device. */
-static sy_runtime *opencl_runtime(bool discrete, log_capture *cap)
+static sy_runtime *opencl_runtime(bool discrete, st_log *cap)
 {
     if (access(SY_TEST_OPENCL_PLUGIN, F_OK) != 0)
         return NULL;
@@ -311,15 +291,8 @@ static sy_runtime *opencl_runtime(bool discrete, log_capture *cap)
         setenv("SWITCHYARD_OPENCL_DISCRETE", "1", 1);
     else
         unsetenv("SWITCHYARD_OPENCL_DISCRETE");
-    sy_runtime_options o;
-    sy_runtime_options_init(&o);
-    o.plugin_path = SY_TEST_CPU_PLUGIN ":" SY_TEST_OPENCL_PLUGIN;
-    o.no_default_paths = true;
-    o.log_fn = capture_log;
-    o.log_user = cap;
-    o.log_level = SY_LOG_WARN;
-    sy_runtime *rt = NULL;
-    cr_assert_eq(sy_runtime_create(&o, &rt), SY_OK);
+    sy_runtime *rt =
+        st_runtime_logging(SY_TEST_CPU_PLUGIN ":" SY_TEST_OPENCL_PLUGIN, st_log_append, cap);
     uint32_t dev;
     if (sy_runtime_find_device(rt, "opencl:0", &dev) != SY_OK) {
         sy_runtime_destroy(rt);
@@ -331,7 +304,7 @@ static sy_runtime *opencl_runtime(bool discrete, log_capture *cap)
 Test(async, plans_over_the_cpu_and_opencl_give_the_cpus_outputs)
 {
     for (int discrete = 0; discrete < 2; discrete++) {
-        log_capture *cap = calloc(1, sizeof *cap);
+        st_log *cap = calloc(1, sizeof *cap);
         sy_runtime *rt = opencl_runtime(discrete, cap);
         if (!rt) {
             free(cap);

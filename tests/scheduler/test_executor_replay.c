@@ -49,26 +49,11 @@ typedef struct program_log {
 static void count_program_lines(void *user, sy_log_level level, const char *msg)
 {
     program_log *pl = user;
-    if (level == SY_LOG_ERROR || level == SY_LOG_WARN)
-        fprintf(stderr, "%s\n", msg);
+    (void)level;
     if (strstr(msg, "kept program: ") && strstr(msg, " matmul jobs"))
         pl->recorded++;
     if (strstr(msg, "no longer runs as recorded"))
         pl->refused++;
-}
-
-/* A runtime with the CPU plugin alone, logging every message to |fn|. */
-static sy_runtime *cpu_runtime_logging(sy_log_fn fn, void *user)
-{
-    sy_runtime_options ro;
-    sy_runtime_options_init(&ro);
-    ro.plugin_path = SY_TEST_CPU_PLUGIN;
-    ro.no_default_paths = true;
-    ro.log_fn = fn;
-    ro.log_user = user;
-    sy_runtime *rt = NULL;
-    cr_assert_eq(sy_runtime_create(&ro, &rt), SY_OK);
-    return rt;
 }
 
 /* The decode steps below, with the CPU plugin keeping the program of
@@ -80,7 +65,7 @@ static void check_decode_steps(bool keep)
         cr_skip_test("%s not fetched (tools/fetch-models.sh)", path);
     program_log plog = {0};
     setenv("SWITCHYARD_CPU_PROGRAM", keep ? "1" : "0", 1);
-    sy_runtime *rt = cpu_runtime_logging(count_program_lines, &plog);
+    sy_runtime *rt = st_runtime_logging(SY_TEST_CPU_PLUGIN, count_program_lines, &plog);
     unsetenv("SWITCHYARD_CPU_PROGRAM");
     sy_model *m = NULL;
     cr_assert_eq(sy_model_open(rt, path, &m), SY_OK, "%s", sy_runtime_last_error(rt));
@@ -450,14 +435,6 @@ static void qkv_fill(qkv_graph *q, uint32_t seed)
     }
 }
 
-static void qkv_log(void *user, sy_log_level level, const char *msg)
-{
-    (void)level;
-    char *log = user;
-    size_t used = strlen(log);
-    snprintf(log + used, 8192 - used, "%s\n", msg);
-}
-
 /* Replayed steps of the graph above, the KV writes' position updated and
  * the input changed at each: the plugin's kept program takes the writes
  * into its tiles again at every replay (they moved), and the caches and
@@ -465,9 +442,8 @@ static void qkv_log(void *user, sy_log_level level, const char *msg)
  * position and run in full. */
 Test(executor_replay, kept_programs_move_the_kv_writes_fused_in_matmul_tiles)
 {
-    static char log[8192];
-    log[0] = 0;
-    sy_runtime *rt = cpu_runtime_logging(qkv_log, log);
+    st_log *log = calloc(1, sizeof *log);
+    sy_runtime *rt = st_runtime_logging(SY_TEST_CPU_PLUGIN, st_log_append, log);
     sy_planner *pl = NULL;
     cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
     sy_plan_options o;
@@ -508,10 +484,10 @@ Test(executor_replay, kept_programs_move_the_kv_writes_fused_in_matmul_tiles)
     uint64_t steps = 0;
     cr_assert_geq(replayed(x, &steps), 4, "of %llu steps", (unsigned long long)steps);
     /* Everything in one job: 7 nodes (the views are not passed), once. */
-    const char *rec = strstr(log, "kept program: 7 nodes in 1 steps, 1 of them matmul jobs");
-    cr_assert_not_null(rec, "the plugin did not keep one job for the whole step:\n%s", log);
-    cr_assert_null(strstr(rec + 1, "kept program:"), "recorded more than once:\n%s", log);
-    cr_assert_null(strstr(log, "no longer runs as recorded"), "%s", log);
+    const char *rec = strstr(log->text, "kept program: 7 nodes in 1 steps, 1 of them matmul jobs");
+    cr_assert_not_null(rec, "the plugin did not keep one job for the whole step:\n%s", log->text);
+    cr_assert_null(strstr(rec + 1, "kept program:"), "recorded more than once:\n%s", log->text);
+    cr_assert_null(strstr(log->text, "no longer runs as recorded"), "%s", log->text);
     /* The caches hold every position written, from a non-zero input. */
     for (uint32_t s = 0; s < 6; s++) {
         float sum = 0.0f;
@@ -525,5 +501,6 @@ Test(executor_replay, kept_programs_move_the_kv_writes_fused_in_matmul_tiles)
     sy_graph_destroy(kept.g);
     sy_planner_destroy(pl);
     sy_runtime_destroy(rt);
+    free(log);
     st_check_leaks();
 }
