@@ -67,6 +67,13 @@
 # and ends with the median, lowest and highest outside-kernels share and
 # time per token: one run's share moved between 5% and 10% at 2 threads in
 # this VM from one minute to the next, so a verdict takes several runs.
+# Most of that spread is the pool bucket: a worker preempted inside a tile
+# holds it, and the caller waits in the barrier until the worker runs
+# again.  `perf record -e sched:sched_switch -a` during a 2-thread run
+# (2026-12-04) showed the guest's kdamond (DAMON) taking a core 5 times
+# for 0.86 ms each, and a sandbox process 51 times for ~31 us each.  On a
+# run without such events the caller waited ~1100 cycles a job on average
+# (the other lane's last tile or two, ~1200 cycles each on SmolLM2).
 #
 # usage: bench/overhead.sh [-m MODEL] [-t THREADS] [-n 128] [-r 6]
 #                          [-F 999] [-s N] [-B BUILD_DIR] [-L VENV] [--runs N]
