@@ -397,6 +397,8 @@ static sy_status run_segment(mp_builder *b, const sy__plan_step *s, uint32_t *ti
             if (end > q)
                 window_end = *tick + (end - q);
         }
+        /* Inside a fused window, what a node touches lives to its end. */
+        const uint32_t until = *tick > window_end ? *tick : window_end;
         const sy_node *n = sy_graph_node(b->g, b->plan->order[s->first + q]);
         for (uint32_t j = 0; j < n->n_inputs; j++) {
             const sy_tensor *root = arena_root(b->g, n->inputs[j]);
@@ -407,18 +409,19 @@ static sy_status run_segment(mp_builder *b, const sy__plan_step *s, uint32_t *ti
                 return mp_fail(b, SY_E_INTERNAL,
                                "node '%s' on '%s' reads '%s', which the plan never brings there",
                                n->name, b->plan->dev_name[s->dev], root->name);
-            extend(&b->mp->items[it], *tick > window_end ? *tick : window_end);
+            extend(&b->mp->items[it], until);
         }
         const sy_tensor *root = arena_root(b->g, n->output);
         if (!root)
             continue;
         uint32_t it = *item_at(b, root->id, s->dev);
-        if (it != SY__NONE)
-            extend(&b->mp->items[it], *tick);
-        else if (add_item(b, root, s->dev, *tick) != SY_OK)
-            return SY_E_NO_MEMORY;
-        if (*tick < window_end)
-            extend(&b->mp->items[*item_at(b, root->id, s->dev)], window_end);
+        if (it == SY__NONE) {
+            if (add_item(b, root, s->dev, *tick) != SY_OK)
+                return SY_E_NO_MEMORY;
+            it = *item_at(b, root->id, s->dev);
+        }
+        extend(&b->mp->items[it], *tick);
+        extend(&b->mp->items[it], until);
     }
     return SY_OK;
 }

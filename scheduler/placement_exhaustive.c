@@ -242,10 +242,10 @@ sy_status sy__sched_exhaustive_makespan(const sy__sched_problem *pb, uint32_t as
         }
     }
     /* The best single-device plan bounds the search from the start: not
-     * HEFT's, which is the optimum on a problem with few plans (it tries
-     * them all) and close to it on most others, leaving the pruning
-     * nothing to find and the test against plain enumeration nothing to
-     * check (pruning 15% too eagerly passed it). */
+     * HEFT's, which calls this on a problem with few plans and is close
+     * to the optimum on most others, leaving the pruning nothing to find
+     * and the test against plain enumeration nothing to check (pruning
+     * 15% too eagerly passed it). */
     sy__sched_best_single(pb, b.best);
     b.best_cost = sy__makespan_eval(&ws, b.best);
     b.best_cost = nextafter(b.best_cost, INFINITY);

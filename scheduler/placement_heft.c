@@ -16,8 +16,8 @@
  * sy__makespan_eval() (the executor's order and timing), against the
  * single-device plans and the caller's hint (the DP's plan), and the best
  * is improved by local search (placement_heft_search.c) while the
- * makespan drops; a problem with a few thousand plans or fewer has every
- * plan tried instead. */
+ * makespan drops; a problem with a few thousand plans or fewer gets the
+ * optimum from the makespan oracle (placement_exhaustive.c) instead. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,10 +36,11 @@
  * nodes has few plans to find. */
 #define HEFT_KICKS_STALE_PER_NODE 24u
 /* A problem with at most this many plans (allowed devices per node,
- * multiplied) has every plan tried: fewer simulations than the iterated
- * search makes, and the optimum, whose basin the kicks can miss (a 4-node
- * DAG on 3 devices came out 45% above it). */
-#define HEFT_ENUMERATE_MAX_PLANS 4096u
+ * multiplied) gets the optimum from the oracle's branch and bound: fewer
+ * simulations than the iterated search makes, and the optimum, whose
+ * basin the kicks can miss (a 4-node DAG on 3 devices came out 45% above
+ * it). */
+#define HEFT_EXACT_MAX_PLANS 4096u
 /* Transfers one node may need on one device (its distinct producers). */
 #define HEFT_MAX_XFERS 64u
 
@@ -311,41 +312,6 @@ static uint32_t plan_count(const sy__sched_problem *pb, uint32_t cap)
     return plans <= cap ? (uint32_t)plans : cap + 1;
 }
 
-/* The next allowed device of |v| after |d|, or n_dev when none is. */
-static uint32_t next_allowed(const sy__sched_problem *pb, uint32_t v, uint32_t d)
-{
-    while (++d < pb->n_dev && !isfinite(sy__sched_cost(pb, v, d)))
-        ;
-    return d;
-}
-
-/* Tries every plan, keeping in |best| each one faster than *|best_t|;
- * |cand| is scratch. */
-static void heft_enumerate(sy__makespan_ws *ws, uint8_t *best, double *best_t, uint8_t *cand)
-{
-    const sy__sched_problem *pb = ws->pb;
-    for (uint32_t v = 0; v < pb->n; v++)
-        cand[v] = (uint8_t)next_allowed(pb, v, UINT32_MAX);
-    for (;;) {
-        double t = sy__makespan_eval(ws, cand);
-        if (t < *best_t * (1.0 - 1e-12)) {
-            *best_t = t;
-            memcpy(best, cand, pb->n);
-        }
-        uint32_t v = 0;
-        for (; v < pb->n; v++) { /* the odometer's next reading */
-            uint32_t d = next_allowed(pb, v, cand[v]);
-            if (d < pb->n_dev) {
-                cand[v] = (uint8_t)d;
-                break;
-            }
-            cand[v] = (uint8_t)next_allowed(pb, v, UINT32_MAX);
-        }
-        if (v == pb->n)
-            return;
-    }
-}
-
 /* The kicks' generator (xorshift64). */
 static uint64_t heft_rand(uint64_t *state)
 {
@@ -441,10 +407,12 @@ sy_status sy__sched_heft(const sy__sched_problem *pb, uint32_t async_mask, const
         goto out_free;
     /* Candidates: HEFT's plan, the hint, each single-device plan; on a
      * small problem each is improved by local search (they end in
-     * different local minima), on a large one only compared; on a tiny
-     * one every plan is tried after them. */
-    bool every = plan_count(pb, HEFT_ENUMERATE_MAX_PLANS) <= HEFT_ENUMERATE_MAX_PLANS;
-    bool search = !every && n <= HEFT_SEARCH_MAX_NODES;
+     * different local minima), on a large one only compared; on one
+     * with few plans the oracle's optimum (in |saved|) is taken after
+     * them, unless one of the oracle's limits refuses the problem. */
+    bool exact = plan_count(pb, HEFT_EXACT_MAX_PLANS) <= HEFT_EXACT_MAX_PLANS &&
+                 sy__sched_exhaustive_makespan(pb, async_mask, saved) == SY_OK;
+    bool search = !exact && n <= HEFT_SEARCH_MAX_NODES;
     double best_t = INFINITY;
     for (uint32_t k = 0; k < D + 2; k++) {
         if (k == 1) {
@@ -475,8 +443,8 @@ sy_status sy__sched_heft(const sy__sched_problem *pb, uint32_t async_mask, const
             keep_better(&ws, cand, best, &best_t);
         }
     }
-    if (every)
-        heft_enumerate(&ws, best, &best_t, cand);
+    if (exact)
+        keep_better(&ws, saved, best, &best_t);
     /* Iterated local search: kick the best plan, search again, keep what
      * improves.  A fixed generator seeded from the problem's size keeps
      * plans reproducible. */

@@ -157,14 +157,17 @@ bool sy__sched_has_branches(const sy__sched_problem *pb);
 /* HEFT with insertion for the overlapped step time (placement_heft.c),
  * then the best of its plan, |hint| (n devices, may be NULL: the DP's
  * plan) and the single-device plans by sy__makespan_eval(), improved by
- * single-node moves on small problems.  Never worse than any of them.
+ * single-node moves on small problems; on a problem with at most 4096
+ * plans, sy__sched_exhaustive_makespan's optimum.  Never worse than any
+ * of them.
  * |out_makespan| (may be NULL) receives its makespan. */
 sy_status sy__sched_heft(const sy__sched_problem *pb, uint32_t async_mask, const uint8_t *hint,
                          uint8_t *out_assign, double *out_makespan);
 
 /* Branch and bound over every placement for the least
- * sy__makespan_eval(): the optimum, for tests.  SY_E_LIMIT past
- * SY__SCHED_EXHAUSTIVE_MAX nodes. */
+ * sy__makespan_eval(): the optimum, for tests and for sy__sched_heft on
+ * problems with few plans.  SY_E_LIMIT past SY__SCHED_EXHAUSTIVE_MAX
+ * nodes. */
 sy_status sy__sched_exhaustive_makespan(const sy__sched_problem *pb, uint32_t async_mask,
                                         uint8_t *out_assign);
 
