@@ -416,13 +416,15 @@ static void bench_pool(cpu_pool *pool, uint32_t lanes)
 
 /* An item of about 0.25 us of arithmetic, the size of a decode matmul's
  * tile on SmolLM2 (16 rows of 576). */
-static void busy_item(void *arg, int64_t item, uint32_t lane)
+static void busy_item(void *arg, int64_t first, int64_t end, uint32_t lane)
 {
     volatile double *sink = arg;
-    double x = (double)item;
-    for (int i = 0; i < 200; i++)
-        x = x * 0.999999 + 1e-9;
-    sink[lane * 8] = x;
+    for (int64_t item = first; item < end; item++) {
+        double x = (double)item;
+        for (int i = 0; i < 200; i++)
+            x = x * 0.999999 + 1e-9;
+        sink[lane * 8] = x;
+    }
 }
 
 /* cpu_pool_run_items with items of the sizes of SmolLM2's decode matmuls
@@ -441,7 +443,7 @@ static void bench_pool_items(cpu_pool *pool, uint32_t lanes)
             for (int r = 0; r < ROUNDS; r++) {
                 double t0 = now_s();
                 for (int k = 0; k < reps; k++)
-                    cpu_pool_run_items(pool, busy_item, sink, counts[c], nth);
+                    cpu_pool_run_items(pool, busy_item, sink, counts[c], 4, nth);
                 t[r] = (now_s() - t0) / reps;
             }
             const double med = median(t, ROUNDS);

@@ -37,6 +37,9 @@
 #define CPU_ATT_TILE_MAX 32
 /* Query tokens per work item at most: they share each tile they read. */
 #define CPU_ATT_TOKENS 4
+/* Items a lane claims at once at most (cpu_pool_run_items): a lane
+ * slowed down by another process holds only a few from the other lanes. */
+#define CPU_ATT_CLAIM 4
 /* Fewest positions per key chunk worth a chunk of its own. */
 #define CPU_ATT_CHUNK_MIN 128
 
@@ -128,9 +131,8 @@ static inline void cpu_attention_ahead_step(cpu_attention_ahead next[2])
 }
 
 /* One work item: query tokens [t0, t0 + nt) against key chunk |chunk|. */
-static void cpu_attention_item(void *arg, int64_t item, uint32_t lane)
+static void cpu_attention_item(const cpu_attention_ctx *c, int64_t item, uint32_t lane)
 {
-    const cpu_attention_ctx *c = arg;
     const cpu_isa_table *isa = c->s->isa;
     const int64_t d = c->q->ne[0], hq = c->q->ne[1], tokens = c->q->ne[2];
     const int64_t hkv = c->k->ne[1], group = hq / hkv;
@@ -219,6 +221,12 @@ static void cpu_attention_item(void *arg, int64_t item, uint32_t lane)
             for (int64_t e = 0; e < d; e++)
                 y[e] = acc[st * d + e] * inv;
         }
+}
+
+static void cpu_attention_items(void *arg, int64_t first, int64_t end, uint32_t lane)
+{
+    for (int64_t item = first; item < end; item++)
+        cpu_attention_item(arg, item, lane);
 }
 
 /* Merges the chunks' partial softmaxes of every (token, head) into out. */
@@ -328,7 +336,7 @@ sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **o
     if (st != SY_OK)
         return st;
     const int64_t items = blocks * c.chunks;
-    cpu_pool_run_items(s->pool, cpu_attention_item, &c, items,
+    cpu_pool_run_items(s->pool, cpu_attention_items, &c, items, CPU_ATT_CLAIM,
                        items < (int64_t)nth ? (uint32_t)items : nth);
     if (c.chunks > 1)
         cpu_attention_merge(&c);

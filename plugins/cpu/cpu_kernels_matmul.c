@@ -19,8 +19,9 @@
  * Work items are tiles of (weight rows) x (columns) of one batch, claimed
  * from per-lane ranges with stealing (cpu_pool_run_items), so a lane slowed
  * by another process simply takes fewer.  Decode (one column): tiles are
- * runs of whole cache lines of output rows, many per lane.  Prefill: a
- * tile's columns stay in L2 while its weight rows stream through. */
+ * a few output rows, claimed many at once and run in one call where the
+ * range is full.  Prefill: a tile's columns stay in L2 while its weight
+ * rows stream through. */
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -32,18 +33,30 @@
 #define CPU_MATMUL_TILE_WEIGHT_BYTES (24 * 1024)
 /* Columns per prefill tile: the Q8 columns of a tile stay in L2. */
 #define CPU_MATMUL_TILE_COLS 64
-/* Rows per decode tile: a multiple of one cache line of F32 output. */
+/* Decode (one column) work is planned in units of whole cache lines of
+ * F32 output rows, CPU_MATMUL_UNITS_PER_LANE per lane and at most
+ * CPU_MATMUL_UNIT_MAX_BYTES of weights each, and cut into tiles of
+ * CPU_MATMUL_DECODE_TILE_ROWS rows, the work items.  A claim takes at most
+ * CPU_MATMUL_CLAIM_UNITS units' worth of tiles, run in one call of the
+ * rows kernel, and claims shrink to single tiles at the end of a range
+ * (cpu_pool_run_items), so the lanes end within a few rows of each other.
+ * With units as the items (16 rows on SmolLM2) the caller waited about
+ * half a unit at the end of every job: 1030-1130 TSC cycles a job on
+ * average, against 600-650 with 4-row tiles (SmolLM2 tg128 -t 2, 3 runs
+ * each).  4-row tiles each a call of their own made the same decode 10%
+ * slower. */
 #define CPU_MATMUL_ROW_QUANTUM 16
-/* Tiles per lane a decode aims for.  A lane claims its own tiles without
- * moving a cache line between cores, so they can be small: lanes then end
- * within one small tile of each other (with 8 per lane, on a 2-core VM the
+/* Units per lane a decode aims for (with 8 per lane, on a 2-core VM the
  * caller waited 1-16 us in the barrier at about a tenth of the dispatches). */
-#define CPU_MATMUL_TILES_PER_LANE 32
-/* Weight bytes a decode tile reads at most (a few microseconds of memory
- * time): with tiles/lane alone a big matmul's tiles grew with it (SmolLM2's
- * output matmul, 30 MB in 64 tiles: the caller waited 7-10 us on average at
- * its end for the other lane's last tile, against 0.2-0.6 us elsewhere). */
-#define CPU_MATMUL_TILE_MAX_BYTES (48 * 1024)
+#define CPU_MATMUL_UNITS_PER_LANE 32
+/* Weight bytes of a decode unit at most (a few microseconds of memory
+ * time): with units/lane alone a big matmul's units grew with it (SmolLM2's
+ * output matmul, 30 MB in 64 units: the caller waited 7-10 us on average at
+ * its end for the other lane's last one, against 0.2-0.6 us elsewhere). */
+#define CPU_MATMUL_UNIT_MAX_BYTES (48 * 1024)
+#define CPU_MATMUL_DECODE_TILE_ROWS 4
+/* Decode units, or prefill tiles, a claim takes at most. */
+#define CPU_MATMUL_CLAIM_UNITS 4
 /* Column elements below which the caller quantizes alone. */
 #define CPU_MATMUL_SERIAL_QUANTIZE 16384
 /* Columns from which a prefill takes the GEMM (where the table has one). */
@@ -69,6 +82,7 @@ typedef struct cpu_matmul_ctx {
     const float *xf;
     uint64_t xf_nb[SY_MAX_DIMS];
     int64_t tile_rows, tile_cols, row_tiles, col_tiles, n_items;
+    int64_t claim; /* tiles a lane claims at once at most (cpu_pool_run_items) */
 } cpu_matmul_ctx;
 
 /* ----------------------------------------------------- column preparation */
@@ -329,18 +343,20 @@ static void cpu_matmul_plan_tiles(cpu_matmul_ctx *c, uint32_t nth, int64_t batch
         c->row_tiles = (c->n_rows + c->tile_rows - 1) / c->tile_rows;
         c->col_tiles = (c->panels_per_batch + c->tile_cols - 1) / c->tile_cols;
         c->n_items = c->row_tiles * c->col_tiles * batches;
+        c->claim = CPU_MATMUL_CLAIM_UNITS;
         return;
     }
+    c->claim = CPU_MATMUL_CLAIM_UNITS;
     if (c->m_cols == 1) {
-        int64_t want = c->n_rows / ((int64_t)nth * CPU_MATMUL_TILES_PER_LANE);
-        want = (want + CPU_MATMUL_ROW_QUANTUM - 1) / CPU_MATMUL_ROW_QUANTUM * CPU_MATMUL_ROW_QUANTUM;
-        int64_t cap = CPU_MATMUL_TILE_MAX_BYTES / (row_bytes > 0 ? row_bytes : 1);
+        int64_t unit = c->n_rows / ((int64_t)nth * CPU_MATMUL_UNITS_PER_LANE);
+        unit = (unit + CPU_MATMUL_ROW_QUANTUM - 1) / CPU_MATMUL_ROW_QUANTUM * CPU_MATMUL_ROW_QUANTUM;
+        int64_t cap = CPU_MATMUL_UNIT_MAX_BYTES / (row_bytes > 0 ? row_bytes : 1);
         cap = cap / CPU_MATMUL_ROW_QUANTUM * CPU_MATMUL_ROW_QUANTUM;
-        if (want > cap)
-            want = cap;
-        c->tile_rows = want < CPU_MATMUL_ROW_QUANTUM ? CPU_MATMUL_ROW_QUANTUM : want;
-        if (nth == 1)
-            c->tile_rows = c->n_rows;
+        if (unit > cap)
+            unit = cap;
+        unit = unit < CPU_MATMUL_ROW_QUANTUM ? CPU_MATMUL_ROW_QUANTUM : unit;
+        c->tile_rows = nth == 1 ? c->n_rows : CPU_MATMUL_DECODE_TILE_ROWS;
+        c->claim = CPU_MATMUL_CLAIM_UNITS * unit / CPU_MATMUL_DECODE_TILE_ROWS;
         c->tile_cols = 1;
     } else {
         int64_t rows = CPU_MATMUL_TILE_WEIGHT_BYTES / (row_bytes > 0 ? row_bytes : 1);
@@ -458,20 +474,54 @@ typedef struct cpu_matmul_group {
     cpu_epilogue *epi; /* or NULL */
 } cpu_matmul_group;
 
-static void cpu_matmul_group_item(void *arg, int64_t item, uint32_t lane)
+/* Tiles [first, end) of member |c|: one call of the rows kernel where
+ * they are the rows of one column (a decode), else tile by tile. */
+static void cpu_matmul_tiles(const cpu_matmul_ctx *c, int64_t first, int64_t end, float *scratch)
+{
+    if (c->qdot && c->qdot_rows && c->col_tiles == 1 && c->m_cols == 1 && !c->qgemm) {
+        while (first < end) {
+            /* Rows of one batch at a time. */
+            const int64_t batch = first / c->row_tiles, base = batch * c->row_tiles;
+            const int64_t stop = end < base + c->row_tiles ? end : base + c->row_tiles;
+            const int64_t n0 = (first - base) * c->tile_rows;
+            const int64_t n1 = (stop - base) * c->tile_rows < c->n_rows
+                                   ? (stop - base) * c->tile_rows
+                                   : c->n_rows;
+            const int64_t i2 = batch % c->x_ne2, i3 = batch / c->x_ne2;
+            const uint64_t w_nb1 = c->w->nb[1];
+            const char *w_base = cpu_row(c->w, 0, i2 / c->r2, i3 / c->r3);
+            if (c->w_packed)
+                w_base = (const char *)c->w_packed + (w_base - (const char *)c->w->data);
+            c->qdot_rows(w_base + n0 * (int64_t)w_nb1, w_nb1, n1 - n0,
+                         c->xq + (size_t)batch * c->xq_stride, c->k, c->planes,
+                         (float *)cpu_row(c->y, 0, i2, i3) + n0);
+            first = stop;
+        }
+        return;
+    }
+    for (int64_t item = first; item < end; item++)
+        cpu_matmul_tile(c, item, scratch);
+}
+
+static void cpu_matmul_group_items(void *arg, int64_t first, int64_t end, uint32_t lane)
 {
     const cpu_matmul_group *g = arg;
     uint32_t m = 0;
-    while (item >= g->end[m])
+    while (first >= g->end[m])
         m++;
-    const int64_t first = m ? g->end[m - 1] : 0;
-    const cpu_matmul_ctx *c = &g->c[m];
-    cpu_matmul_tile(c, item - first, c->s->lanes[lane].scratch);
-    if (g->epi) {
-        /* A decode: the member's item i is its rows from i * tile_rows. */
-        const int64_t n0 = (item - first) * c->tile_rows;
-        cpu_epilogue_tile_done(g->epi, m, n0, n0 + c->tile_rows < c->n_rows ? n0 + c->tile_rows
-                                                                             : c->n_rows);
+    while (first < end) {
+        const int64_t base = m ? g->end[m - 1] : 0;
+        const int64_t stop = end < g->end[m] ? end : g->end[m];
+        const cpu_matmul_ctx *c = &g->c[m];
+        cpu_matmul_tiles(c, first - base, stop - base, c->s->lanes[lane].scratch);
+        if (g->epi) {
+            /* A decode: the member's tile i is its rows from i * tile_rows. */
+            const int64_t n0 = (first - base) * c->tile_rows;
+            const int64_t n1 = (stop - base) * c->tile_rows;
+            cpu_epilogue_tile_done(g->epi, m, n0, n1 < c->n_rows ? n1 : c->n_rows);
+        }
+        first = stop;
+        m++;
     }
 }
 
@@ -577,7 +627,10 @@ sy_status cpu_matmul_job_run(cpu_state *s, cpu_matmul_job *j)
         if (st != SY_OK)
             return st;
     }
-    cpu_pool_run_items(s->pool, cpu_matmul_group_item, g, g->end[n - 1], j->nth);
+    int64_t claim = g->c[0].claim;
+    for (uint32_t i = 1; i < n; i++)
+        claim = g->c[i].claim < claim ? g->c[i].claim : claim;
+    cpu_pool_run_items(s->pool, cpu_matmul_group_items, g, g->end[n - 1], claim, j->nth);
     return SY_OK;
 }
 

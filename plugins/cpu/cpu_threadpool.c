@@ -47,11 +47,11 @@
 #define CPU_POOL_LOOK_EVERY 64u
 #define CPU_POOL_LOOK_WINDOW 8u
 #define CPU_POOL_BUSY_LOOKS 3u
-/* A lane claims this share of what is left of its home range at once, and
- * at most CPU_POOL_HOME_CLAIM items (cpu_pool_items_task): a lane slowed
- * down in the middle of a claim holds only a few items from thieves. */
-#define CPU_POOL_HOME_SHARE 4
-#define CPU_POOL_HOME_CLAIM 4
+/* A claim of an item job takes this share of what is left of a range
+ * (and at most the job's max_claim items; cpu_pool_items_task): a lane
+ * slowed down in the middle of a claim holds only a part of its range
+ * from thieves. */
+#define CPU_POOL_CLAIM_SHARE 4
 
 /* The job word: generation in the high 32 bits, an "open" flag, and the
  * number of workers inside the job in the low bits.  Workers enter only an
@@ -116,6 +116,7 @@ struct cpu_pool {
      * dispatch that publishes it. */
     cpu_item_fn item_fn;
     void *item_ctx;
+    int64_t item_claim;
 };
 
 static inline void cpu_pool_relax(void)
@@ -456,15 +457,15 @@ void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth)
 }
 
 /* Chunk |ith| of an item job: the items of home range |ith|, then those
- * left in the other ranges, from the next one on.  In its home range a
- * lane claims up to CPU_POOL_HOME_CLAIM items at once (a claim is a locked
- * add, ~5 ns, and one per small item made them 0.3-0.5% of SmolLM2's
- * decode step at 2 threads), a share of what is left, so claims shrink to
- * one item as the range runs out and a thief still finds single items to
- * take at the end.  Thieves take one item at a time. */
+ * left in the other ranges, from the next one on.  A claim is a locked add
+ * (~5 ns; one per small item made them 0.3-0.5% of SmolLM2's decode step
+ * at 2 threads) and takes a share of what is left, at most the job's
+ * max_claim, so claims shrink to one item as a range runs out and the
+ * lanes end within about one item of each other. */
 static void cpu_pool_items_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     cpu_pool *pool = arg;
+    const int64_t most = pool->item_claim;
     for (uint32_t i = 0; i < nth; i++) {
         cpu_pool_range *r = &pool->ranges[(ith + i) % nth];
         const int64_t end = r->end;
@@ -474,31 +475,32 @@ static void cpu_pool_items_task(void *arg, uint32_t ith, uint32_t nth, uint32_t 
          * claim cost a steal two transfers of the line instead of one. */
         int64_t left = end - atomic_load_explicit(&r->next, memory_order_relaxed);
         while (left > 0) {
-            int64_t take = 1;
-            if (i == 0) {
-                take = (left + CPU_POOL_HOME_SHARE - 1) / CPU_POOL_HOME_SHARE;
-                take = take < CPU_POOL_HOME_CLAIM ? take : CPU_POOL_HOME_CLAIM;
-            }
+            int64_t take = (left + CPU_POOL_CLAIM_SHARE - 1) / CPU_POOL_CLAIM_SHARE;
+            take = take < most ? take : most;
             const int64_t item = atomic_fetch_add_explicit(&r->next, take, memory_order_relaxed);
             if (item >= end)
                 break;
             const int64_t stop = item + take < end ? item + take : end;
-            for (int64_t k = item; k < stop; k++)
-                pool->item_fn(pool->item_ctx, k, lane);
+            /* The lane's last claim here: fetch the next range's line
+             * while the claim runs, for the look that follows it. */
+            if (stop == end && i + 1 < nth)
+                __builtin_prefetch(&pool->ranges[(ith + i + 1) % nth].next, 0);
+            pool->item_fn(pool->item_ctx, item, stop, lane);
             left = end - stop;
         }
     }
 }
 
-void cpu_pool_run_items(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_items, uint32_t nth)
+void cpu_pool_run_items(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_items,
+                        int64_t max_claim, uint32_t nth)
 {
     if (nth > pool->n_threads)
         nth = pool->n_threads;
     if ((int64_t)nth > n_items)
         nth = n_items > 0 ? (uint32_t)n_items : 1;
     if (nth <= 1) {
-        for (int64_t i = 0; i < n_items; i++)
-            fn(ctx, i, 0);
+        if (n_items > 0)
+            fn(ctx, 0, n_items, 0);
         return;
     }
     for (uint32_t i = 0; i < nth; i++) {
@@ -507,6 +509,7 @@ void cpu_pool_run_items(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_ite
     }
     pool->item_fn = fn;
     pool->item_ctx = ctx;
+    pool->item_claim = max_claim > 1 ? max_claim : 1;
     /* cpu_pool_run's release store of the job publishes the ranges. */
     cpu_pool_run(pool, cpu_pool_items_task, pool, nth);
 }

@@ -24,8 +24,9 @@
  * (the executing thread: index of its scratch memory, < pool size). */
 typedef void (*cpu_task_fn)(void *ctx, uint32_t ith, uint32_t nth, uint32_t lane);
 
-/* Runs work item |item| on lane |lane| (cpu_pool_run_items). */
-typedef void (*cpu_item_fn)(void *ctx, int64_t item, uint32_t lane);
+/* Runs work items [first, end) in order on lane |lane| (cpu_pool_run_items):
+ * one call per claim, so a claim of many small items costs one call. */
+typedef void (*cpu_item_fn)(void *ctx, int64_t first, int64_t end, uint32_t lane);
 
 typedef struct cpu_pool cpu_pool;
 
@@ -82,17 +83,22 @@ uint32_t cpu_pool_size(const cpu_pool *pool);
  * Thread-safety: one dispatch at a time, from the thread that owns |pool|. */
 void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth);
 
-/* Runs fn(ctx, item, lane) for every item in [0, n_items) on up to |nth|
- * lanes and returns when all are done.  Each lane owns a contiguous home
- * range of the items and claims them in order from a counter on a cache
- * line of its own (an atomic there costs no transfer between cores), a
- * few at a time, down to single items at the end; a lane done with its
- * range takes what is left of the others one item at a time.
- * So items can be small, and the lanes end within about one item of each
+/* Runs every item in [0, n_items) on up to |nth| lanes, as calls
+ * fn(ctx, first, end, lane) over claimed runs of items, and returns when
+ * all are done.  Each lane owns a contiguous home range of the items and
+ * claims them in order from a counter on a cache line of its own (an
+ * atomic there costs no transfer between cores); a lane done with its
+ * range takes what is left of the others.  Every claim, at home or away,
+ * takes a quarter of what is left of the range, at most |max_claim| items
+ * (values below 1 count as 1), so claims shrink to single items at the
+ * end of each range.  The lanes then end within about one item of each
  * other, where one shared counter moves its line on every claim and items
  * must stay large, which leaves the caller waiting up to one large item in
- * the barrier for the last lane.
+ * the barrier for the last lane.  Items can be small (a few rows of a
+ * matmul) as long as |max_claim| keeps the calls large where the ranges
+ * are full.
  * Thread-safety: as cpu_pool_run. */
-void cpu_pool_run_items(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_items, uint32_t nth);
+void cpu_pool_run_items(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_items,
+                        int64_t max_claim, uint32_t nth);
 
 #endif

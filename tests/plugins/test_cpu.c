@@ -173,6 +173,9 @@ Test(cpu_matmul, handles_many_output_rows_split_across_threads)
 {
     check_matmul(SY_DTYPE_Q4_0, SY_DTYPE_F32, 512, 301, 3, 1, 1, 1, 1);
     check_matmul(SY_DTYPE_F32, SY_DTYPE_F32, 128, 257, 1, 1, 1, 1, 1);
+    /* Decode over batches that broadcast weight batches: a lane's claim of
+     * tiles runs across a batch's end into the next. */
+    check_matmul(SY_DTYPE_Q4_1, SY_DTYPE_F32, 256, 150, 1, 2, 1, 4, 3);
 }
 
 /* SWITCHYARD_CPU_MATMUL_ROWS (the GEMM tile rows `switchyard tune`

@@ -147,15 +147,32 @@ typedef struct pool_items_job {
     atomic_uint runs[POOL_MAX_ITEMS];
     atomic_uint bad;
     uint32_t n_threads;
+    int64_t max_claim; /* most items per call where more than one lane runs */
 } pool_items_job;
 
-static void pool_count_item(void *ctx, int64_t item, uint32_t lane)
+static void pool_count_item(void *ctx, int64_t first, int64_t end, uint32_t lane)
 {
     pool_items_job *job = ctx;
-    if (item < 0 || item >= POOL_MAX_ITEMS || lane >= job->n_threads)
+    if (first < 0 || end > POOL_MAX_ITEMS || first >= end || end - first > job->max_claim ||
+        lane >= job->n_threads) {
         atomic_fetch_add(&job->bad, 1);
-    else
+        return;
+    }
+    for (int64_t item = first; item < end; item++)
         atomic_fetch_add(&job->runs[item], 1);
+}
+
+/* Sets up |job| for a dispatch of |n_items| with at most |max_claim| per
+ * claim on |nth| lanes of a pool of |n_threads|: on one lane (after the
+ * clamps) every item comes in one call. */
+static void pool_items_init(pool_items_job *job, uint32_t n_threads, int64_t n_items,
+                            int64_t max_claim, uint32_t nth)
+{
+    memset(job, 0, sizeof *job);
+    job->n_threads = n_threads;
+    uint32_t lanes = nth < n_threads ? nth : n_threads;
+    lanes = (int64_t)lanes < n_items ? lanes : (uint32_t)(n_items > 0 ? n_items : 1);
+    job->max_claim = lanes <= 1 ? POOL_MAX_ITEMS : max_claim < 1 ? 1 : max_claim;
 }
 
 /* Item counts from none to many per lane, fewer items than lanes included,
@@ -178,10 +195,10 @@ Test(cpu_pool, runs_every_item_exactly_once_per_dispatch)
                 s ^= s << 17;
                 const int64_t n_items = (int64_t)(s % (POOL_MAX_ITEMS + 1));
                 const uint32_t nth = 1 + (uint32_t)((s >> 16) % 8);
+                const int64_t claim = (int64_t)((s >> 24) % 18); /* 0 and 1 both mean 1 */
                 pool_items_job job;
-                memset(&job, 0, sizeof job);
-                job.n_threads = n_threads;
-                cpu_pool_run_items(pool, pool_count_item, &job, n_items, nth);
+                pool_items_init(&job, n_threads, n_items, claim, nth);
+                cpu_pool_run_items(pool, pool_count_item, &job, n_items, claim, nth);
                 cr_assert_eq(atomic_load(&job.bad), 0, "dispatch %u (seed %llu): bad item or lane",
                              d, (unsigned long long)seed);
                 for (int64_t i = 0; i < POOL_MAX_ITEMS; i++)
@@ -218,9 +235,8 @@ static double pool_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void pool_stall_item(void *ctx, int64_t item, uint32_t lane)
+static void pool_stall_one(pool_stall_job *job, int64_t item, uint32_t lane)
 {
-    pool_stall_job *job = ctx;
     if (lane == 0) {
         /* Lane 0's first item waits for lane 1 to have come (or 50 ms):
          * alone, it ran all 40 tiny items before the worker woke up. */
@@ -238,6 +254,12 @@ static void pool_stall_item(void *ctx, int64_t item, uint32_t lane)
     atomic_fetch_add(&job->runs[item], 1);
 }
 
+static void pool_stall_item(void *ctx, int64_t first, int64_t end, uint32_t lane)
+{
+    for (int64_t item = first; item < end; item++)
+        pool_stall_one(ctx, item, lane);
+}
+
 Test(cpu_pool, a_stalled_lane_holds_only_a_few_items)
 {
     sy_host host;
@@ -248,7 +270,7 @@ Test(cpu_pool, a_stalled_lane_holds_only_a_few_items)
     for (int d = 0; d < 200; d++) {
         pool_stall_job job;
         memset(&job, 0, sizeof job);
-        cpu_pool_run_items(pool, pool_stall_item, &job, POOL_STALL_ITEMS, 2);
+        cpu_pool_run_items(pool, pool_stall_item, &job, POOL_STALL_ITEMS, POOL_MAX_HELD, 2);
         for (int i = 0; i < POOL_STALL_ITEMS; i++)
             cr_assert_eq(atomic_load(&job.runs[i]), 1u, "dispatch %d: item %d ran %u times", d,
                          i, atomic_load(&job.runs[i]));
@@ -292,10 +314,10 @@ Test(cpu_pool, dispatches_of_both_kinds_follow_an_item_job)
                              (unsigned long long)seed);
             } else {
                 const int64_t n_items = (int64_t)((s >> 20) % (POOL_MAX_ITEMS + 1));
+                const int64_t claim = 1 + (int64_t)((s >> 32) % 16);
                 pool_items_job job;
-                memset(&job, 0, sizeof job);
-                job.n_threads = n_threads;
-                cpu_pool_run_items(pool, pool_count_item, &job, n_items, nth);
+                pool_items_init(&job, n_threads, n_items, claim, nth);
+                cpu_pool_run_items(pool, pool_count_item, &job, n_items, claim, nth);
                 for (int64_t i = 0; i < POOL_MAX_ITEMS; i++)
                     cr_assert_eq(atomic_load(&job.runs[i]), i < n_items ? 1u : 0u,
                                  "dispatch %u (seed %llu): item %lld of %lld ran %u times", d,
@@ -307,9 +329,8 @@ Test(cpu_pool, dispatches_of_both_kinds_follow_an_item_job)
             }
         }
         pool_items_job last;
-        memset(&last, 0, sizeof last);
-        last.n_threads = n_threads;
-        cpu_pool_run_items(pool, pool_count_item, &last, POOL_MAX_ITEMS, n_threads);
+        pool_items_init(&last, n_threads, POOL_MAX_ITEMS, 4, n_threads);
+        cpu_pool_run_items(pool, pool_count_item, &last, POOL_MAX_ITEMS, 4, n_threads);
         cpu_pool_destroy(pool);
         for (int64_t i = 0; i < POOL_MAX_ITEMS; i++)
             cr_assert_eq(atomic_load(&last.runs[i]), 1u, "last job: item %lld", (long long)i);
