@@ -72,8 +72,9 @@
 # again.  `perf record -e sched:sched_switch -a` during a 2-thread run
 # (2026-12-04) showed the guest's kdamond (DAMON) taking a core 5 times
 # for 0.86 ms each, and a sandbox process 51 times for ~31 us each.  On a
-# run without such events the caller waited ~1100 cycles a job on average
-# (the other lane's last tile or two, ~1200 cycles each on SmolLM2).
+# run without such events the caller waited ~1100 TSC cycles a job on
+# average with 16-row decode tiles (the other lane's last tile or two,
+# ~1200 cycles each on SmolLM2), 600-650 with 4-row tiles (2026-12-04).
 #
 # usage: bench/overhead.sh [-m MODEL] [-t THREADS] [-n 128] [-r 6]
 #                          [-F 999] [-s N] [-B BUILD_DIR] [-L VENV] [--runs N]
