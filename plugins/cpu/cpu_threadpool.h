@@ -96,7 +96,7 @@ void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth);
  * must stay large, which leaves the caller waiting up to one large item in
  * the barrier for the last lane.  Items can be small (a few rows of a
  * matmul) as long as |max_claim| keeps the calls large where the ranges
- * are full.
+ * are full.  On one lane every item comes in one call.
  * Thread-safety: as cpu_pool_run. */
 void cpu_pool_run_items(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_items,
                         int64_t max_claim, uint32_t nth);
