@@ -236,6 +236,14 @@ static sy_status cpu_matmul_float_cols(cpu_state *s, const sy_tensor *x, cpu_mat
 
 /* ------------------------------------------------------------------ tiles */
 
+/* The first weight row that batch (i2, i3) of the columns multiplies: in
+ * the packed copy where the weight has one. */
+static const char *cpu_matmul_w_rows(const cpu_matmul_ctx *c, int64_t i2, int64_t i3)
+{
+    const char *rows = cpu_row(c->w, 0, i2 / c->r2, i3 / c->r3);
+    return c->w_packed ? (const char *)c->w_packed + (rows - (const char *)c->w->data) : rows;
+}
+
 static void cpu_matmul_tile(const cpu_matmul_ctx *c, int64_t item, float *scratch)
 {
     const sy_tensor *w = c->w, *y = c->y;
@@ -246,11 +254,8 @@ static void cpu_matmul_tile(const cpu_matmul_ctx *c, int64_t item, float *scratc
     const int64_t n1 = n0 + c->tile_rows < c->n_rows ? n0 + c->tile_rows : c->n_rows;
     const int64_t m1 = m0 + c->tile_cols < c->m_cols ? m0 + c->tile_cols : c->m_cols;
     const int64_t i2 = batch % c->x_ne2, i3 = batch / c->x_ne2;
-    const int64_t w2 = i2 / c->r2, w3 = i3 / c->r3;
     const uint64_t w_nb1 = w->nb[1];
-    const char *w_base = cpu_row(w, 0, w2, w3);
-    if (c->w_packed)
-        w_base = (const char *)c->w_packed + (w_base - (const char *)w->data);
+    const char *w_base = cpu_matmul_w_rows(c, i2, i3);
 
     if (c->qgemm) {
         /* Tile columns are whole panels: m0, m1 count panels here. */
@@ -329,6 +334,7 @@ static void cpu_matmul_tile(const cpu_matmul_ctx *c, int64_t item, float *scratc
 static void cpu_matmul_plan_tiles(cpu_matmul_ctx *c, uint32_t nth, int64_t batches)
 {
     const int64_t row_bytes = (int64_t)c->w->nb[1];
+    c->claim = CPU_MATMUL_CLAIM_UNITS;
     if (c->qgemm) {
         /* Columns counted in panels. */
         c->tile_rows = c->s->gemm_tile_rows;
@@ -343,10 +349,8 @@ static void cpu_matmul_plan_tiles(cpu_matmul_ctx *c, uint32_t nth, int64_t batch
         c->row_tiles = (c->n_rows + c->tile_rows - 1) / c->tile_rows;
         c->col_tiles = (c->panels_per_batch + c->tile_cols - 1) / c->tile_cols;
         c->n_items = c->row_tiles * c->col_tiles * batches;
-        c->claim = CPU_MATMUL_CLAIM_UNITS;
         return;
     }
-    c->claim = CPU_MATMUL_CLAIM_UNITS;
     if (c->m_cols == 1) {
         int64_t unit = c->n_rows / ((int64_t)nth * CPU_MATMUL_UNITS_PER_LANE);
         unit = (unit + CPU_MATMUL_ROW_QUANTUM - 1) / CPU_MATMUL_ROW_QUANTUM * CPU_MATMUL_ROW_QUANTUM;
@@ -478,7 +482,7 @@ typedef struct cpu_matmul_group {
  * they are the rows of one column (a decode), else tile by tile. */
 static void cpu_matmul_tiles(const cpu_matmul_ctx *c, int64_t first, int64_t end, float *scratch)
 {
-    if (c->qdot && c->qdot_rows && c->col_tiles == 1 && c->m_cols == 1 && !c->qgemm) {
+    if (c->m_cols == 1 && c->qdot && c->qdot_rows) {
         while (first < end) {
             /* Rows of one batch at a time. */
             const int64_t batch = first / c->row_tiles, base = batch * c->row_tiles;
@@ -489,10 +493,7 @@ static void cpu_matmul_tiles(const cpu_matmul_ctx *c, int64_t first, int64_t end
                                    : c->n_rows;
             const int64_t i2 = batch % c->x_ne2, i3 = batch / c->x_ne2;
             const uint64_t w_nb1 = c->w->nb[1];
-            const char *w_base = cpu_row(c->w, 0, i2 / c->r2, i3 / c->r3);
-            if (c->w_packed)
-                w_base = (const char *)c->w_packed + (w_base - (const char *)c->w->data);
-            c->qdot_rows(w_base + n0 * (int64_t)w_nb1, w_nb1, n1 - n0,
+            c->qdot_rows(cpu_matmul_w_rows(c, i2, i3) + n0 * (int64_t)w_nb1, w_nb1, n1 - n0,
                          c->xq + (size_t)batch * c->xq_stride, c->k, c->planes,
                          (float *)cpu_row(c->y, 0, i2, i3) + n0);
             first = stop;
@@ -609,6 +610,7 @@ sy_status cpu_matmul_job_run(cpu_state *s, cpu_matmul_job *j)
     sy_status st = cpu_matmul_prepare(s, x, &g->c[0]);
     if (st != SY_OK)
         return st;
+    int64_t claim = 0; /* the members' least (one item space, one claim size) */
     for (uint32_t i = 0; i < n; i++) {
         cpu_matmul_ctx *c = &g->c[i];
         if (i > 0) { /* members are quantized: the first's columns */
@@ -620,6 +622,7 @@ sy_status cpu_matmul_job_run(cpu_state *s, cpu_matmul_job *j)
         }
         cpu_matmul_plan_tiles(c, j->nth, x->ne[2] * x->ne[3]);
         g->end[i] = (i ? g->end[i - 1] : 0) + c->n_items;
+        claim = i == 0 || c->claim < claim ? c->claim : claim;
     }
     g->epi = j->has_epi ? &j->epi : NULL;
     if (g->epi) {
@@ -627,9 +630,6 @@ sy_status cpu_matmul_job_run(cpu_state *s, cpu_matmul_job *j)
         if (st != SY_OK)
             return st;
     }
-    int64_t claim = g->c[0].claim;
-    for (uint32_t i = 1; i < n; i++)
-        claim = g->c[i].claim < claim ? g->c[i].claim : claim;
     cpu_pool_run_items(s->pool, cpu_matmul_group_items, g, g->end[n - 1], claim, j->nth);
     return SY_OK;
 }
