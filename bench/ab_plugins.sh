@@ -5,7 +5,10 @@
 # tokens/s of each over the rounds and the ratio B/A.
 #
 # usage: bench/ab_plugins.sh A B [-m MODEL]... [-t "1 2"]
-#                            [-p 128] [-n 32] [-r 2] [--rounds 5] [-B BUILD_DIR]
+#                            [-p 128] [-n 32] [-r 2] [-d 0] [--rounds 5]
+#                            [-B BUILD_DIR]
+# -d N: every test at depth N (bench -d: the context first filled with N
+# tokens, untimed), where attention reads a long cache.
 # A and B are each a plugin folder, optionally followed by environment
 # settings for that side: "build/plugins/cpu,SWITCHYARD_CPU_ACTIVATIONS=q8".
 # Both sides run on --devices cpu.
@@ -19,6 +22,7 @@ threads="1 2"
 n_prompt=128
 n_gen=32
 reps=2
+depth=0
 rounds=5
 while [ $# -gt 0 ]; do
     case $1 in
@@ -27,6 +31,7 @@ while [ $# -gt 0 ]; do
     -p) n_prompt=$2; shift 2 ;;
     -n) n_gen=$2; shift 2 ;;
     -r) reps=$2; shift 2 ;;
+    -d) depth=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     -B) build=$2; shift 2 ;;
     *) echo "ab_plugins.sh: unknown option '$1'" >&2; exit 2 ;;
@@ -43,7 +48,7 @@ for ((r = 0; r < rounds; r++)); do
         for mi in "${!models[@]}"; do
             for t in $threads; do
                 env SWITCHYARD_PLUGIN_PATH="${parts[0]}" "${parts[@]:1}" "$build/tools/switchyard" bench -m "${models[$mi]}" \
-                    -t "$t" -p "$n_prompt" -n "$n_gen" -r "$reps" --devices cpu -o json >"$out/$side-$r-$mi-$t.json"
+                    -t "$t" -p "$n_prompt" -n "$n_gen" -r "$reps" -d "$depth" --devices cpu -o json >"$out/$side-$r-$mi-$t.json"
             done
         done
     done

@@ -432,7 +432,6 @@ CPU_AVX2 static float cpu_avx2_fdot_i32(const void *w, const float *x, int64_t n
     .scale_f32 = cpu_avx2_scale_f32, .f32_to_f16 = cpu_avx2_f32_to_f16, \
     .silu_f32 = cpu_avx2_silu_f32, .gelu_f32 = cpu_avx2_gelu_f32,     \
     .exp_sum_f32 = cpu_avx2_exp_sum_f32,                              \
-    .dot_rows = cpu_avx2_dot_rows, .mix_rows = cpu_avx2_mix_rows,     \
     .dequant =                                              \
         {                                                   \
             [SY_DTYPE_F32] = cpu_avx2_dequant_f32,          \
@@ -458,6 +457,8 @@ CPU_AVX2 static float cpu_avx2_fdot_i32(const void *w, const float *x, int64_t n
 static const cpu_isa_table cpu_avx2_table = {
     .name = "avx2",
     CPU_AVX2_COMMON_ENTRIES,
+    .dot_rows = cpu_avx2_dot_rows,
+    .mix_rows = cpu_avx2_mix_rows,
     CPU_QDOT_TABLE_ENTRIES(cpu_avx2),
     CPU_QGEMM_TABLE_ENTRIES(cpu_avx2, NULL),
 };
@@ -465,6 +466,8 @@ static const cpu_isa_table cpu_avx2_table = {
 static const cpu_isa_table cpu_avxvnni_table = {
     .name = "avxvnni",
     CPU_AVX2_COMMON_ENTRIES,
+    .dot_rows = cpu_avx2_dot_rows,
+    .mix_rows = cpu_avx2_mix_rows,
     CPU_QDOT_TABLE_ENTRIES(cpu_avxvnni),
     CPU_QGEMM_TABLE_ENTRIES(cpu_avxvnni, cpu_avxvnni_qgemm_q8_0),
 };
@@ -472,6 +475,8 @@ static const cpu_isa_table cpu_avxvnni_table = {
 static const cpu_isa_table cpu_avx512_table = {
     .name = "avx512",
     CPU_AVX2_COMMON_ENTRIES,
+    .dot_rows = cpu_avx512_dot_rows,
+    .mix_rows = cpu_avx512_mix_rows,
     .quantize_q8 = cpu_avx512_quantize_q8,
     .qdot =
         {

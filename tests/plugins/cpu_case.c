@@ -2,6 +2,7 @@
  * graphs run on the reference and on the cpu device under every
  * configuration, and comparisons that print the seed on failure. */
 #include "cpu_case.h"
+#include "cpu_isa.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -371,4 +372,21 @@ const sy_dtype all_dtypes[N_ALL_DTYPES] = {
 int64_t row_for(sy_dtype t)
 {
     return sy_dtype_block_size(t) > 32 ? 256 : 64;
+}
+
+const cpu_isa_table *tc_simd_table(size_t i)
+{
+    static const char *const names[TC_SIMD_TABLES] = {"avx2", "avxvnni", "avx512", "neon",
+                                                      "dotprod"};
+    cpu_isa_features f;
+    cpu_isa_detect(&f);
+    const cpu_isa_table *t = NULL;
+    return i < TC_SIMD_TABLES && cpu_isa_select(&f, names[i], &t) == SY_OK ? t : NULL;
+}
+
+void *tc_xalloc(size_t size)
+{
+    void *p = aligned_alloc(64, (size + 63) / 64 * 64);
+    cr_assert_not_null(p);
+    return p;
 }

@@ -100,4 +100,12 @@ void tc_run(tcase *tc, tol tl);
 /* Row length that suits the block size of |t|. */
 int64_t row_for(sy_dtype t);
 
+/* The kernel-table tests (test_cpu_qdot.c, test_cpu_attn_rows.c): the
+ * i-th of the TC_SIMD_TABLES SIMD tables (avx2, avxvnni, avx512, neon,
+ * dotprod), or NULL where this CPU cannot run it. */
+#define TC_SIMD_TABLES 5
+const struct cpu_isa_table *tc_simd_table(size_t i);
+/* 64-byte aligned memory (free() it); fails the test when out of memory. */
+void *tc_xalloc(size_t size);
+
 #endif

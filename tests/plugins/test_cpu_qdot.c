@@ -20,18 +20,6 @@ static const sy_dtype qtypes[] = {SY_DTYPE_Q8_0, SY_DTYPE_Q4_0, SY_DTYPE_Q4_1, S
                                   SY_DTYPE_Q5_1, SY_DTYPE_Q4_K, SY_DTYPE_Q5_K, SY_DTYPE_Q6_K};
 #define N_QTYPES (sizeof qtypes / sizeof qtypes[0])
 
-static const char *const table_names[] = {"avx2", "avxvnni", "avx512", "neon", "dotprod"};
-#define N_TABLES (sizeof table_names / sizeof table_names[0])
-
-/* The tables this CPU runs besides the scalar one (NULL where it cannot). */
-static const cpu_isa_table *simd_table(size_t i)
-{
-    cpu_isa_features f;
-    cpu_isa_detect(&f);
-    const cpu_isa_table *t = NULL;
-    return cpu_isa_select(&f, table_names[i], &t) == SY_OK ? t : NULL;
-}
-
 /* Fills |k| floats with blocks of very different magnitudes, an all-zero
  * block and exact ties of the rounding among them. */
 static void fill_activations(trng *r, float *x, int64_t k)
@@ -50,23 +38,16 @@ static void fill_activations(trng *r, float *x, int64_t k)
     }
 }
 
-static void *xalloc(size_t size)
-{
-    void *p = aligned_alloc(64, (size + 63) / 64 * 64);
-    cr_assert_not_null(p);
-    return p;
-}
-
 Test(cpu_qdot, quantizes_columns_alike_on_every_table)
 {
     trng r;
     trng_init(&r);
     const int64_t k = 1024;
-    float *x = xalloc(sizeof(float) * k);
+    float *x = tc_xalloc(sizeof(float) * k);
     for (int planes = 1; planes <= 2; planes++) {
         const size_t bytes = cpu_q8_col_bytes(k, planes);
         const int top = planes == 2 ? 127 * 128 : 127;
-        uint8_t *want = xalloc(bytes), *got = xalloc(bytes);
+        uint8_t *want = tc_xalloc(bytes), *got = tc_xalloc(bytes);
         for (int round = 0; round < 20; round++) {
             fill_activations(&r, x, k);
             memset(want, 0, bytes);
@@ -93,8 +74,8 @@ Test(cpu_qdot, quantizes_columns_alike_on_every_table)
                 cr_assert_eq(sc[2 * b + 1], sc[2 * b] * (float)sum, "seed %llu: block %lld",
                              (unsigned long long)r.seed, (long long)b);
             }
-            for (size_t t = 0; t < N_TABLES; t++) {
-                const cpu_isa_table *isa = simd_table(t);
+            for (size_t t = 0; t < TC_SIMD_TABLES; t++) {
+                const cpu_isa_table *isa = tc_simd_table(t);
                 if (!isa)
                     continue;
                 memset(got, 0, bytes);
@@ -114,7 +95,7 @@ Test(cpu_qdot, quantizes_columns_alike_on_every_table)
 static void *random_rows(trng *r, sy_dtype t, int64_t k, int64_t rows, size_t *out_row_bytes)
 {
     const size_t row = (size_t)(k / sy_dtype_block_size(t)) * sy_dtype_type_size(t);
-    void *w = xalloc(row * (size_t)rows);
+    void *w = tc_xalloc(row * (size_t)rows);
     fill_random(r, t, w, k * rows);
     *out_row_bytes = row;
     return w;
@@ -125,7 +106,7 @@ static void *random_rows(trng *r, sy_dtype t, int64_t k, int64_t rows, size_t *o
 /* |rows| rows of |t| laid out as cpu_repack.c packs them. */
 static void *pack_rows(const void *w, sy_dtype t, int64_t k, int64_t rows, size_t row)
 {
-    void *p = xalloc(row * (size_t)rows);
+    void *p = tc_xalloc(row * (size_t)rows);
     cpu_repack_rows(w, p, rows, row, k / (int64_t)sy_dtype_block_size(t), sy_dtype_type_size(t));
     return p;
 }
@@ -133,7 +114,7 @@ static void *pack_rows(const void *w, sy_dtype t, int64_t k, int64_t rows, size_
 static void exact_dot(sy_dtype t, const void *w, const uint8_t *col, int64_t k, int planes,
                       double *out_dot, double *out_mag)
 {
-    float *wf = xalloc(sizeof(float) * k);
+    float *wf = tc_xalloc(sizeof(float) * k);
     cr_assert_eq(sy__dequantize_row(t, w, wf, k), SY_OK);
     const int8_t *hi = (const int8_t *)col, *lo = hi + k;
     const float *sc = cpu_q8_scales(col, k, planes);
@@ -176,9 +157,9 @@ Test(cpu_qdot, scalar_kernels_match_the_dequantized_dot)
                 const size_t stride = cpu_q8_col_bytes(k, planes);
                 size_t row;
                 void *w = random_rows(&r, t, k, 1, &row);
-                float *x = xalloc(sizeof(float) * k);
+                float *x = tc_xalloc(sizeof(float) * k);
                 fill_activations(&r, x, k);
-                uint8_t *col = xalloc(stride);
+                uint8_t *col = tc_xalloc(stride);
                 ref->quantize_q8(x, col, k, planes);
                 float got;
                 ref->qdot[t](w, col, stride, 1, k, planes, &got);
@@ -205,8 +186,8 @@ static void check_simd_dots(trng *r, const cpu_isa_table *isa, sy_dtype t, int64
     const size_t stride = cpu_q8_col_bytes(k, planes);
     size_t row;
     void *w = random_rows(r, t, k, 4, &row);
-    float *x = xalloc(sizeof(float) * k);
-    uint8_t *cols = xalloc(stride * CPU_QDOT_MAX_COLS);
+    float *x = tc_xalloc(sizeof(float) * k);
+    uint8_t *cols = tc_xalloc(stride * CPU_QDOT_MAX_COLS);
     for (int c = 0; c < CPU_QDOT_MAX_COLS; c++) {
         fill_activations(r, x, k);
         ref->quantize_q8(x, cols + c * stride, k, planes);
@@ -237,8 +218,8 @@ Test(cpu_qdot, simd_kernels_match_the_scalar_kernels)
 {
     trng r;
     trng_init(&r);
-    for (size_t tb = 0; tb < N_TABLES; tb++) {
-        const cpu_isa_table *isa = simd_table(tb);
+    for (size_t tb = 0; tb < TC_SIMD_TABLES; tb++) {
+        const cpu_isa_table *isa = tc_simd_table(tb);
         if (!isa)
             continue;
         for (size_t ti = 0; ti < N_QTYPES; ti++) {
@@ -260,8 +241,8 @@ static void check_qdot_rows(trng *r, const cpu_isa_table *isa, sy_dtype t, int64
     const size_t stride = cpu_q8_col_bytes(k, planes);
     size_t row;
     void *w = random_rows(r, t, k, 7, &row);
-    float *x = xalloc(sizeof(float) * k);
-    uint8_t *col = xalloc(stride);
+    float *x = tc_xalloc(sizeof(float) * k);
+    uint8_t *col = tc_xalloc(stride);
     fill_activations(r, x, k);
     ref->quantize_q8(x, col, k, planes);
     void *wp = packed ? pack_rows(w, t, k, 7, row) : NULL;
@@ -296,8 +277,8 @@ Test(cpu_qdot, row_kernels_match_the_scalar_kernels)
     trng r;
     trng_init(&r);
     int checked = 0;
-    for (size_t tb = 0; tb < N_TABLES; tb++) {
-        const cpu_isa_table *isa = simd_table(tb);
+    for (size_t tb = 0; tb < TC_SIMD_TABLES; tb++) {
+        const cpu_isa_table *isa = tc_simd_table(tb);
         if (!isa)
             continue;
         for (size_t ti = 0; ti < N_QTYPES; ti++) {
@@ -324,8 +305,8 @@ static void check_gemm(trng *r, const cpu_isa_table *isa, sy_dtype t, int64_t k,
     const size_t pbytes = cpu_q8_panel_bytes(k, isa->q8_panel, planes);
     size_t row;
     void *w = random_rows(r, t, k, rows, &row);
-    float *x = xalloc(sizeof(float) * k);
-    uint8_t *cols = xalloc(stride * ncols), *panels = xalloc(pbytes * np);
+    float *x = tc_xalloc(sizeof(float) * k);
+    uint8_t *cols = tc_xalloc(stride * ncols), *panels = tc_xalloc(pbytes * np);
     for (int c = 0; c < ncols; c++) {
         fill_activations(r, x, k);
         ref->quantize_q8(x, cols + c * stride, k, planes);
@@ -336,10 +317,10 @@ static void check_gemm(trng *r, const cpu_isa_table *isa, sy_dtype t, int64_t k,
     }
     /* y[c][n] with a padded column stride; the pad must stay. */
     const size_t ys = rows + 3;
-    float *y = xalloc(sizeof(float) * ys * ncols);
+    float *y = tc_xalloc(sizeof(float) * ys * ncols);
     for (size_t i = 0; i < ys * ncols; i++)
         y[i] = 12345.0f;
-    void *scratch = xalloc(cpu_qgemm_scratch_bytes(k));
+    void *scratch = tc_xalloc(cpu_qgemm_scratch_bytes(k));
     void *wp = packed ? pack_rows(w, t, k, rows, row) : NULL;
     if (packed)
         isa->qgemm_packed[t](wp, row, rows, panels, np, k, planes, y, ys, ncols, scratch);
@@ -376,8 +357,8 @@ Test(cpu_qdot, gemm_kernels_match_the_scalar_dot_products)
 {
     trng r;
     trng_init(&r);
-    for (size_t tb = 0; tb < N_TABLES; tb++) {
-        const cpu_isa_table *isa = simd_table(tb);
+    for (size_t tb = 0; tb < TC_SIMD_TABLES; tb++) {
+        const cpu_isa_table *isa = tc_simd_table(tb);
         if (!isa || isa->q8_panel == 0)
             continue;
         for (size_t ti = 0; ti < N_QTYPES; ti++) {
@@ -402,8 +383,8 @@ Test(cpu_qdot, packed_kernels_match_the_scalar_kernels)
     trng r;
     trng_init(&r);
     int checked = 0;
-    for (size_t tb = 0; tb < N_TABLES; tb++) {
-        const cpu_isa_table *isa = simd_table(tb);
+    for (size_t tb = 0; tb < TC_SIMD_TABLES; tb++) {
+        const cpu_isa_table *isa = tc_simd_table(tb);
         if (!isa)
             continue;
         for (size_t ti = 0; ti < N_QTYPES; ti++) {
