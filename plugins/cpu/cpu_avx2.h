@@ -6,8 +6,6 @@
 #define SY_CPU_AVX2_H
 
 #include <immintrin.h>
-#include <stdbool.h>
-#include <stddef.h>
 #include <stdint.h>
 
 #define CPU_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -56,14 +54,5 @@ void cpu_avx2_dequant_q5_k(const void *src, float *dst, int64_t n);
 void cpu_avx2_dequant_q6_k(const void *src, float *dst, int64_t n);
 void cpu_avx2_dequant_q5_0(const void *src, float *dst, int64_t n);
 void cpu_avx2_dequant_q5_1(const void *src, float *dst, int64_t n);
-
-/* cpu_kernels_attn_avx512.c: attention's row kernels on 512-bit vectors
- * (the avx512 table's dot_rows and mix_rows; F16C and AVX-512 F/BW/VL). */
-void cpu_avx512_dot_rows(const void *rows, size_t stride, bool f16, int64_t n, const float *q,
-                         int64_t q_stride, int64_t nh, int64_t d, float scale, float *out,
-                         int64_t out_stride);
-void cpu_avx512_mix_rows(float *acc, int64_t acc_stride, const void *rows, size_t stride,
-                         bool f16, int64_t n, const float *p, int64_t p_stride, int64_t nh,
-                         int64_t d);
 
 #endif

@@ -214,20 +214,25 @@ CPU_AVX2 static inline __m256 cpu_avx2_row8(const void *row, bool f16, int64_t i
 }
 
 #define CPU_AVX2_INLINE CPU_AVX2 static inline __attribute__((always_inline))
+/* The avx512 table's variants of AVX2 kernels that want more than 16
+ * vector registers (EVEX encodings reach ymm16-31). */
+#define CPU_AVX512VL __attribute__((target("avx2,fma,f16c,avx512f,avx512vl")))
 
-/* Scores of four rows for |hb| (1 or 2) heads: each row's 8 elements are
- * loaded (and converted) once for both heads, q_h once per 4 rows, and the
+/* Scores of four rows for |hb| (1 to 4) heads: each row's 8 elements are
+ * loaded (and converted) once for all of them, q_h once per 4 rows, and the
  * 4 x hb sums reduced in one horizontal pass per head.  |hb| and |f16| are
- * constants at every call, so the loops unroll into registers (three
- * heads' 12 sums spill: measured slower on the 1B shape). */
+ * constants at every call, so the loops unroll into registers.  AVX2 has
+ * 16: three heads' 12 sums spill (measured slower on the 1B shape), so it
+ * takes two heads at a time; AVX-512VL's 32 take four
+ * (cpu_avx512_dot_rows).  Each sum's order is the same either way. */
 CPU_AVX2_INLINE void cpu_avx2_dot4(const char *r0, size_t stride, bool f16, const float *q,
                                    int64_t qs, int hb, int64_t d, float scale, float *out,
                                    int64_t os)
 {
     const char *r[4] = {r0, r0 + stride, r0 + 2 * stride, r0 + 3 * stride};
     const int64_t d8 = d / 8 * 8;
-    __m256 a[2][4];
-#pragma GCC unroll 2
+    __m256 a[4][4];
+#pragma GCC unroll 4
     for (int h = 0; h < hb; h++)
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++)
@@ -237,7 +242,7 @@ CPU_AVX2_INLINE void cpu_avx2_dot4(const char *r0, size_t stride, bool f16, cons
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++)
             x[k] = cpu_avx2_row8(r[k], f16, i);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int h = 0; h < hb; h++) {
             const __m256 qv = _mm256_loadu_ps(q + h * qs + i);
 #pragma GCC unroll 4
@@ -245,7 +250,7 @@ CPU_AVX2_INLINE void cpu_avx2_dot4(const char *r0, size_t stride, bool f16, cons
                 a[h][k] = _mm256_fmadd_ps(x[k], qv, a[h][k]);
         }
     }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int h = 0; h < hb; h++) {
         const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a[h][0], a[h][1]),
                                         _mm256_hadd_ps(a[h][2], a[h][3]));
@@ -261,19 +266,24 @@ CPU_AVX2_INLINE void cpu_avx2_dot4(const char *r0, size_t stride, bool f16, cons
     }
 }
 
-/* Rows four at a time, heads two at a time; the last rows one by one. */
+/* Rows four at a time, heads |hmax| (2 or 4) at a time; the last rows one
+ * by one. */
 CPU_AVX2_INLINE void cpu_avx2_dot_rows_as(const char *rows, size_t stride, bool f16, int64_t n,
                                           const float *q, int64_t qs, int64_t nh, int64_t d,
-                                          float scale, float *out, int64_t os)
+                                          float scale, float *out, int64_t os, int hmax)
 {
-    for (int64_t h = 0; h < nh; h += 2) {
-        const int64_t hb = nh - h < 2 ? nh - h : 2;
+    for (int64_t h = 0; h < nh; h += hmax) {
+        const int64_t hb = nh - h < hmax ? nh - h : hmax;
         const float *qh = q + h * qs;
         float *oh = out + h * os;
         int64_t j = 0;
         for (; j + 4 <= n; j += 4) {
             const char *r = rows + j * (int64_t)stride;
-            if (hb == 2)
+            if (hb == 4)
+                cpu_avx2_dot4(r, stride, f16, qh, qs, 4, d, scale, oh + j, os);
+            else if (hb == 3)
+                cpu_avx2_dot4(r, stride, f16, qh, qs, 3, d, scale, oh + j, os);
+            else if (hb == 2)
                 cpu_avx2_dot4(r, stride, f16, qh, qs, 2, d, scale, oh + j, os);
             else
                 cpu_avx2_dot4(r, stride, f16, qh, qs, 1, d, scale, oh + j, os);
@@ -293,21 +303,40 @@ CPU_AVX2 static void cpu_avx2_dot_rows(const void *rows, size_t stride, bool f16
                                        float scale, float *out, int64_t out_stride)
 {
     if (f16)
-        cpu_avx2_dot_rows_as(rows, stride, true, n, q, q_stride, nh, d, scale, out, out_stride);
+        cpu_avx2_dot_rows_as(rows, stride, true, n, q, q_stride, nh, d, scale, out, out_stride, 2);
     else
-        cpu_avx2_dot_rows_as(rows, stride, false, n, q, q_stride, nh, d, scale, out, out_stride);
+        cpu_avx2_dot_rows_as(rows, stride, false, n, q, q_stride, nh, d, scale, out, out_stride,
+                             2);
 }
 
-/* acc_h[i, i + 8 * w) += sum_j p_h[j] * row_j[i, ...) for |hb| (1..4)
- * heads and |w| (1 or 2) vectors: the accumulators stay in registers over
- * all n rows, each row's vectors are loaded once for all heads, and the
- * hb x w chains hide the FMA latency.  Constant |hb|, |w|, |f16|. */
+/* The AVX2 kernel with AVX-512VL's 32 vector registers: four heads at a
+ * time, so a kv head's group of three query heads (SmolLM2) converts each
+ * F16 row once, not twice, and a group of eight (the 1B llama) twice, not
+ * four times.  The same sums in the same order: bit for bit the AVX2
+ * scores. */
+CPU_AVX512VL static void cpu_avx512_dot_rows(const void *rows, size_t stride, bool f16,
+                                             int64_t n, const float *q, int64_t q_stride,
+                                             int64_t nh, int64_t d, float scale, float *out,
+                                             int64_t out_stride)
+{
+    if (f16)
+        cpu_avx2_dot_rows_as(rows, stride, true, n, q, q_stride, nh, d, scale, out, out_stride, 4);
+    else
+        cpu_avx2_dot_rows_as(rows, stride, false, n, q, q_stride, nh, d, scale, out, out_stride,
+                             4);
+}
+
+/* acc_h[i, i + 8 * w) += sum_j p_h[j] * row_j[i, ...) for |hb| (1..4; 1..8
+ * with AVX-512VL's 32 registers) heads and |w| (1 or 2) vectors: the
+ * accumulators stay in registers over all n rows, each row's vectors are
+ * loaded once for all heads, and the hb x w chains hide the FMA latency.
+ * Constant |hb|, |w|, |f16|. */
 CPU_AVX2_INLINE void cpu_avx2_mix_block(float *acc, int64_t as, const char *rows, size_t stride,
                                         bool f16, int64_t n, const float *p, int64_t ps, int hb,
                                         int w, int64_t i)
 {
-    __m256 a[4][2];
-#pragma GCC unroll 4
+    __m256 a[8][2];
+#pragma GCC unroll 8
     for (int h = 0; h < hb; h++)
 #pragma GCC unroll 2
         for (int k = 0; k < w; k++)
@@ -318,7 +347,7 @@ CPU_AVX2_INLINE void cpu_avx2_mix_block(float *acc, int64_t as, const char *rows
 #pragma GCC unroll 2
         for (int k = 0; k < w; k++)
             x[k] = cpu_avx2_row8(r, f16, i + 8 * k);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int h = 0; h < hb; h++) {
             const __m256 pv = _mm256_broadcast_ss(p + h * ps + j);
 #pragma GCC unroll 2
@@ -326,7 +355,7 @@ CPU_AVX2_INLINE void cpu_avx2_mix_block(float *acc, int64_t as, const char *rows
                 a[h][k] = _mm256_fmadd_ps(pv, x[k], a[h][k]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int h = 0; h < hb; h++)
 #pragma GCC unroll 2
         for (int k = 0; k < w; k++)
@@ -351,22 +380,26 @@ CPU_AVX2_INLINE void cpu_avx2_mix_heads(float *acc, int64_t as, const char *rows
             }
 }
 
+/* Heads |hmax| (4, or 8 with AVX-512VL's registers) at a time; every
+ * accumulator takes its rows in the same order either way. */
 CPU_AVX2_INLINE void cpu_avx2_mix_rows_as(float *acc, int64_t as, const char *rows,
                                           size_t stride, bool f16, int64_t n, const float *p,
-                                          int64_t ps, int64_t nh, int64_t d)
+                                          int64_t ps, int64_t nh, int64_t d, int hmax)
 {
-    for (int64_t h = 0; h < nh; h += 4) {
-        const int64_t hb = nh - h < 4 ? nh - h : 4;
+    for (int64_t h = 0; h < nh; h += hmax) {
+        const int64_t hb = nh - h < hmax ? nh - h : hmax;
         float *ah = acc + h * as;
         const float *ph = p + h * ps;
-        if (hb == 4)
-            cpu_avx2_mix_heads(ah, as, rows, stride, f16, n, ph, ps, 4, d);
-        else if (hb == 3)
-            cpu_avx2_mix_heads(ah, as, rows, stride, f16, n, ph, ps, 3, d);
-        else if (hb == 2)
-            cpu_avx2_mix_heads(ah, as, rows, stride, f16, n, ph, ps, 2, d);
-        else
-            cpu_avx2_mix_heads(ah, as, rows, stride, f16, n, ph, ps, 1, d);
+        switch (hb) {
+        case 8: cpu_avx2_mix_heads(ah, as, rows, stride, f16, n, ph, ps, 8, d); break;
+        case 7: cpu_avx2_mix_heads(ah, as, rows, stride, f16, n, ph, ps, 7, d); break;
+        case 6: cpu_avx2_mix_heads(ah, as, rows, stride, f16, n, ph, ps, 6, d); break;
+        case 5: cpu_avx2_mix_heads(ah, as, rows, stride, f16, n, ph, ps, 5, d); break;
+        case 4: cpu_avx2_mix_heads(ah, as, rows, stride, f16, n, ph, ps, 4, d); break;
+        case 3: cpu_avx2_mix_heads(ah, as, rows, stride, f16, n, ph, ps, 3, d); break;
+        case 2: cpu_avx2_mix_heads(ah, as, rows, stride, f16, n, ph, ps, 2, d); break;
+        default: cpu_avx2_mix_heads(ah, as, rows, stride, f16, n, ph, ps, 1, d); break;
+        }
     }
 }
 
@@ -375,10 +408,24 @@ CPU_AVX2 static void cpu_avx2_mix_rows(float *acc, int64_t acc_stride, const voi
                                        int64_t p_stride, int64_t nh, int64_t d)
 {
     if (f16)
-        cpu_avx2_mix_rows_as(acc, acc_stride, rows, stride, true, n, p, p_stride, nh, d);
+        cpu_avx2_mix_rows_as(acc, acc_stride, rows, stride, true, n, p, p_stride, nh, d, 4);
     else
-        cpu_avx2_mix_rows_as(acc, acc_stride, rows, stride, false, n, p, p_stride, nh, d);
+        cpu_avx2_mix_rows_as(acc, acc_stride, rows, stride, false, n, p, p_stride, nh, d, 4);
 }
+
+/* Eight heads at a time: a group of eight query heads (the 1B llama)
+ * reads and converts each F16 row once, not twice.  Bit for bit the AVX2
+ * mix. */
+CPU_AVX512VL static void cpu_avx512_mix_rows(float *acc, int64_t acc_stride, const void *rows,
+                                             size_t stride, bool f16, int64_t n, const float *p,
+                                             int64_t p_stride, int64_t nh, int64_t d)
+{
+    if (f16)
+        cpu_avx2_mix_rows_as(acc, acc_stride, rows, stride, true, n, p, p_stride, nh, d, 8);
+    else
+        cpu_avx2_mix_rows_as(acc, acc_stride, rows, stride, false, n, p, p_stride, nh, d, 8);
+}
+
 
 CPU_AVX2 static float cpu_avx2_fdot_f32(const void *w, const float *x, int64_t n)
 {
@@ -475,7 +522,7 @@ static const cpu_isa_table cpu_avxvnni_table = {
 static const cpu_isa_table cpu_avx512_table = {
     .name = "avx512",
     CPU_AVX2_COMMON_ENTRIES,
-    .dot_rows = cpu_avx512_dot_rows,
+    .dot_rows = cpu_avx512_dot_rows, /* the AVX2 kernels, more registers */
     .mix_rows = cpu_avx512_mix_rows,
     .quantize_q8 = cpu_avx512_quantize_q8,
     .qdot =

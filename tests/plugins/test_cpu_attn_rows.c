@@ -3,8 +3,10 @@
  * the scalar table on random F16 and F32 rows, for head groups of 1 to 9,
  * row lengths with and without a partial vector, and row counts around the
  * kernels' blocks of four.  Rows lie a kv-head stride apart as in the
- * cache; every output's padding must stay as it was.  Seeds are fresh per
- * run and printed in every failure. */
+ * cache; every output's padding must stay as it was.  The avx512 table's
+ * kernels are the AVX2 ones with more registers: their results must be
+ * the AVX2 results bit for bit.  Seeds are fresh per run and printed in
+ * every failure. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -80,9 +82,20 @@ static void expect_close(const char *what, const rows_case *c, const cpu_isa_tab
     }
 }
 
+/* Bit for bit the same outputs (the padding included). */
+static void expect_same(const char *what, const rows_case *c, const cpu_isa_table *isa,
+                        const cpu_isa_table *twin, const float *a, const float *b, size_t n)
+{
+    cr_assert(memcmp(a, b, n * sizeof(float)) == 0,
+              "%s %s %s d=%lld heads=%lld rows=%lld differs from %s's", isa->name, what,
+              c->f16 ? "f16" : "f32", (long long)c->d, (long long)c->nh, (long long)c->n,
+              twin->name);
+}
+
 static void check_case(const cpu_isa_table *isa, const rows_case *c, uint64_t seed)
 {
     const cpu_isa_table *ref = cpu_isa_scalar_table();
+    const cpu_isa_table *twin = strcmp(isa->name, "avx512") == 0 ? tc_simd_table(0) : NULL;
     const int64_t d = c->d, nh = c->nh, n = c->n;
     /* Scores: |row| and |q| are below 1, so |score| <= d * scale. */
     const int64_t os = n + PAD;
@@ -93,6 +106,12 @@ static void check_case(const cpu_isa_table *isa, const rows_case *c, uint64_t se
     isa->dot_rows(c->rows, c->stride, c->f16, n, c->q, d + 1, nh, d, 0.125f, got, os);
     ref->dot_rows(c->rows, c->stride, c->f16, n, c->q, d + 1, nh, d, 0.125f, want, os);
     expect_close("dot_rows", c, isa, seed, got, want, n, os, 1e-5 * (double)d);
+    if (twin) {
+        for (int64_t i = 0; i < nh * os; i++)
+            want[i] = PAD_VALUE;
+        twin->dot_rows(c->rows, c->stride, c->f16, n, c->q, d + 1, nh, d, 0.125f, want, os);
+        expect_same("dot_rows", c, isa, twin, got, want, (size_t)(nh * os));
+    }
     free(got);
     free(want);
 
@@ -106,6 +125,13 @@ static void check_case(const cpu_isa_table *isa, const rows_case *c, uint64_t se
     isa->mix_rows(got, as, c->rows, c->stride, c->f16, n, c->p, n + PAD, nh, d);
     ref->mix_rows(want, as, c->rows, c->stride, c->f16, n, c->p, n + PAD, nh, d);
     expect_close("mix_rows", c, isa, seed, got, want, d, as, 1e-5 * (double)(n + d));
+    if (twin) {
+        for (int64_t h = 0; h < nh; h++)
+            for (int64_t i = 0; i < as; i++)
+                want[h * as + i] = i < d ? (float)(h - i) * 0.25f : PAD_VALUE;
+        twin->mix_rows(want, as, c->rows, c->stride, c->f16, n, c->p, n + PAD, nh, d);
+        expect_same("mix_rows", c, isa, twin, got, want, (size_t)(nh * as));
+    }
     free(got);
     free(want);
 }
