@@ -61,8 +61,8 @@ static void case_free(rows_case *c)
     free(c->p);
 }
 
-/* |a| and |b| (len floats, heads of |used| floats every |ld|) agree
- * within |tol| and the padding past each head's |used| is untouched. */
+/* |a| and |b| (heads of |used| floats every |ld|) agree within |bound|,
+ * and the padding past each head's |used| floats is untouched. */
 static void expect_close(const char *what, const rows_case *c, const cpu_isa_table *isa,
                          uint64_t seed, const float *a, const float *b, int64_t used, int64_t ld,
                          double bound)
