@@ -132,7 +132,7 @@ static inline void cpu_attention_ahead_step(cpu_attention_ahead next[2])
 
 /* The largest of |m| and x[0 .. n): four running maxima, so that the
  * compares do not wait for each other in one chain (a tile's 32 scores
- * took ~100 cycles a head in one).  The order does not change the
+ * were 32 dependent compares a head).  The order does not change the
  * result: every chain skips a NaN, as one chain did. */
 static inline float cpu_attention_max(const float *x, int64_t n, float m)
 {
