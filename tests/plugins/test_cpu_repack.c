@@ -213,35 +213,52 @@ static uint64_t rp_status_kb(const char *key)
     return kb;
 }
 
-/* Packs and multiplies the first |n| rows of the Q4_0 weight of rows of
- * |k| at |map| on |state|, whose pack copies go when it is deinitialised. */
-static void warm_plugin_code(const sy_plugin_desc *d, void *state, const uint8_t *map, int k,
-                             int n, const direct_host *h)
+/* A one-column matmul of the first |n| Q4_0 rows of |k| at |map| (the
+ * weight's buffer imported, as the runtime imports a model mapping) on a
+ * plugin instance; x = ((i * 37) % 19) / 9 - 1. */
+typedef struct gemv_case {
+    sy_tensor w, x, y;
+    void *wb, *xb, *yb;
+    sy_node node;
+    sy_node *nodes[1];
+} gemv_case;
+
+static void gemv_open(gemv_case *g, const sy_plugin_desc *d, void *state, uint8_t *map, int k,
+                      int n)
 {
-    sy_tensor w = {.dtype = SY_DTYPE_Q4_0, .role = SY_ROLE_WEIGHT, .n_dims = 2, .ne = {k, n, 1, 1}};
-    sy_tensor x = {.dtype = SY_DTYPE_F32, .role = SY_ROLE_INPUT, .n_dims = 2, .ne = {k, 1, 1, 1}};
-    sy_tensor y = {.dtype = SY_DTYPE_F32, .role = SY_ROLE_ACTIVATION, .n_dims = 2,
-                   .ne = {n, 1, 1, 1}};
-    sy_tensor_set_contiguous_strides(&w);
-    sy_tensor_set_contiguous_strides(&x);
-    sy_tensor_set_contiguous_strides(&y);
-    void *wb = NULL, *xb = NULL, *yb = NULL;
-    cr_assert_eq(d->buffer_import_host(state, 0, (void *)map, sy_tensor_nbytes(&w), &wb), SY_OK);
-    cr_assert_eq(d->buffer_alloc(state, 0, sy_tensor_nbytes(&x), &xb), SY_OK);
-    cr_assert_eq(d->buffer_alloc(state, 0, sy_tensor_nbytes(&y), &yb), SY_OK);
-    w.buffer = wb;
-    w.data = (void *)map;
-    x.buffer = xb;
-    x.data = d->buffer_host_ptr(state, 0, xb);
-    y.buffer = yb;
-    y.data = d->buffer_host_ptr(state, 0, yb);
-    memset(x.data, 0, sy_tensor_nbytes(&x));
-    sy_node node = {.op = SY_OP_MATMUL, .n_inputs = 2, .inputs = {&w, &x}, .output = &y};
-    sy_node *nodes[1] = {&node};
-    cr_assert_eq(d->execute(state, 0, nodes, 1), SY_OK, "warm-up execute: %s", h->log);
-    d->buffer_free(state, 0, wb);
-    d->buffer_free(state, 0, xb);
-    d->buffer_free(state, 0, yb);
+    memset(g, 0, sizeof *g);
+    g->w = (sy_tensor){.dtype = SY_DTYPE_Q4_0, .role = SY_ROLE_WEIGHT, .n_dims = 2,
+                       .ne = {k, n, 1, 1}};
+    g->x = (sy_tensor){.dtype = SY_DTYPE_F32, .role = SY_ROLE_INPUT, .n_dims = 2,
+                       .ne = {k, 1, 1, 1}};
+    g->y = (sy_tensor){.dtype = SY_DTYPE_F32, .role = SY_ROLE_ACTIVATION, .n_dims = 2,
+                       .ne = {n, 1, 1, 1}};
+    sy_tensor_set_contiguous_strides(&g->w);
+    sy_tensor_set_contiguous_strides(&g->x);
+    sy_tensor_set_contiguous_strides(&g->y);
+    cr_assert_eq(d->buffer_import_host(state, 0, map, sy_tensor_nbytes(&g->w), &g->wb), SY_OK);
+    cr_assert_eq(d->buffer_alloc(state, 0, sy_tensor_nbytes(&g->x), &g->xb), SY_OK);
+    cr_assert_eq(d->buffer_alloc(state, 0, sy_tensor_nbytes(&g->y), &g->yb), SY_OK);
+    g->w.buffer = g->wb;
+    g->w.data = map;
+    g->x.buffer = g->xb;
+    g->x.data = d->buffer_host_ptr(state, 0, g->xb);
+    g->y.buffer = g->yb;
+    g->y.data = d->buffer_host_ptr(state, 0, g->yb);
+    for (int i = 0; i < k; i++)
+        ((float *)g->x.data)[i] = (float)((i * 37) % 19) / 9.0f - 1.0f;
+    snprintf(g->w.name, sizeof g->w.name, "big");
+    g->node = (sy_node){.op = SY_OP_MATMUL, .n_inputs = 2, .inputs = {&g->w, &g->x},
+                        .output = &g->y};
+    snprintf(g->node.name, sizeof g->node.name, "big_matmul");
+    g->nodes[0] = &g->node;
+}
+
+static void gemv_close(gemv_case *g, const sy_plugin_desc *d, void *state)
+{
+    d->buffer_free(state, 0, g->wb);
+    d->buffer_free(state, 0, g->xb);
+    d->buffer_free(state, 0, g->yb);
 }
 
 /* Packing a large weight that lies in a file mapping raises the process's
@@ -285,33 +302,14 @@ Test(cpu_module, packing_a_large_mapped_weight_holds_it_once)
      * run inside the window, raised it 2 MiB more after the attention
      * kernels grew the plugin's text by 0.9 MiB). */
     const sy_plugin_desc *d = rp_instance(so, "1", &h, &state);
-    warm_plugin_code(d, state, map, K, 64, &h);
+    gemv_case g;
+    gemv_open(&g, d, state, map, K, 64);
+    cr_assert_eq(d->execute(state, 0, g.nodes, 1), SY_OK, "warm-up execute: %s", h.log);
+    gemv_close(&g, d, state);
     d->deinit(state);
     cr_assert_eq(d->init(&h.host, &state), SY_OK, "init: %s", h.log);
-    sy_tensor w = {.dtype = SY_DTYPE_Q4_0, .role = SY_ROLE_WEIGHT, .n_dims = 2, .ne = {K, N, 1, 1}};
-    sy_tensor x = {.dtype = SY_DTYPE_F32, .role = SY_ROLE_INPUT, .n_dims = 2, .ne = {K, 1, 1, 1}};
-    sy_tensor y = {.dtype = SY_DTYPE_F32, .role = SY_ROLE_ACTIVATION, .n_dims = 2,
-                   .ne = {N, 1, 1, 1}};
-    sy_tensor_set_contiguous_strides(&w);
-    sy_tensor_set_contiguous_strides(&x);
-    sy_tensor_set_contiguous_strides(&y);
-    cr_assert_eq(sy_tensor_nbytes(&w), bytes);
-    void *wb = NULL, *xb = NULL, *yb = NULL;
-    cr_assert_eq(d->buffer_import_host(state, 0, map, bytes, &wb), SY_OK);
-    cr_assert_eq(d->buffer_alloc(state, 0, sy_tensor_nbytes(&x), &xb), SY_OK);
-    cr_assert_eq(d->buffer_alloc(state, 0, sy_tensor_nbytes(&y), &yb), SY_OK);
-    w.buffer = wb;
-    w.data = map;
-    x.buffer = xb;
-    x.data = d->buffer_host_ptr(state, 0, xb);
-    y.buffer = yb;
-    y.data = d->buffer_host_ptr(state, 0, yb);
-    for (int i = 0; i < K; i++)
-        ((float *)x.data)[i] = (float)((i * 37) % 19) / 9.0f - 1.0f;
-    snprintf(w.name, sizeof w.name, "big");
-    sy_node node = {.op = SY_OP_MATMUL, .n_inputs = 2, .inputs = {&w, &x}, .output = &y};
-    snprintf(node.name, sizeof node.name, "big_matmul");
-    sy_node *nodes[1] = {&node};
+    gemv_open(&g, d, state, map, K, N);
+    cr_assert_eq(sy_tensor_nbytes(&g.w), bytes);
 
     /* Reset the peak to the resident set now (clear_refs 5), then pack. */
     FILE *cr = fopen("/proc/self/clear_refs", "w");
@@ -319,7 +317,7 @@ Test(cpu_module, packing_a_large_mapped_weight_holds_it_once)
     cr_assert_eq(fputs("5", cr) >= 0, true);
     cr_assert_eq(fclose(cr), 0);
     const uint64_t rss0 = rp_status_kb("VmRSS:");
-    cr_assert_eq(d->execute(state, 0, nodes, 1), SY_OK, "execute: %s", h.log);
+    cr_assert_eq(d->execute(state, 0, g.nodes, 1), SY_OK, "execute: %s", h.log);
     const uint64_t rise = rp_status_kb("VmHWM:") - rss0;
     sy_device_desc desc = {.struct_size = sizeof desc};
     cr_assert_eq(d->describe(state, 0, &desc), SY_OK);
@@ -335,33 +333,19 @@ Test(cpu_module, packing_a_large_mapped_weight_holds_it_once)
      * same mapping (read back from the page cache). */
     float *got = malloc(N * sizeof *got), *want = malloc(N * sizeof *want);
     cr_assert(got && want);
-    memcpy(got, y.data, N * sizeof *got);
-    d->buffer_free(state, 0, wb);
-    d->buffer_free(state, 0, xb);
-    d->buffer_free(state, 0, yb);
+    memcpy(got, g.y.data, N * sizeof *got);
+    gemv_close(&g, d, state);
     d->deinit(state);
     setenv("SWITCHYARD_CPU_REPACK", "0", 1);
     cr_assert_eq(d->init(&h.host, &state), SY_OK, "init: %s", h.log);
-    cr_assert_eq(d->buffer_import_host(state, 0, map, bytes, &wb), SY_OK);
-    cr_assert_eq(d->buffer_alloc(state, 0, sy_tensor_nbytes(&x), &xb), SY_OK);
-    cr_assert_eq(d->buffer_alloc(state, 0, sy_tensor_nbytes(&y), &yb), SY_OK);
-    float *xv = d->buffer_host_ptr(state, 0, xb);
-    for (int i = 0; i < K; i++)
-        xv[i] = (float)((i * 37) % 19) / 9.0f - 1.0f;
-    w.buffer = wb;
-    x.buffer = xb;
-    x.data = xv;
-    y.buffer = yb;
-    y.data = d->buffer_host_ptr(state, 0, yb);
-    cr_assert_eq(d->execute(state, 0, nodes, 1), SY_OK, "execute: %s", h.log);
-    memcpy(want, y.data, N * sizeof *want);
+    gemv_open(&g, d, state, map, K, N);
+    cr_assert_eq(d->execute(state, 0, g.nodes, 1), SY_OK, "execute: %s", h.log);
+    memcpy(want, g.y.data, N * sizeof *want);
     for (int i = 0; i < N; i++)
         cr_assert_float_eq(got[i], want[i], 1e-5f * (fabsf(want[i]) + 1.0f),
                            "y[%d]: %g packed, %g as stored", i, got[i], want[i]);
     cr_assert_eq(memcmp(map, wmem, bytes), 0, "the mapping reads as the file");
-    d->buffer_free(state, 0, wb);
-    d->buffer_free(state, 0, xb);
-    d->buffer_free(state, 0, yb);
+    gemv_close(&g, d, state);
     d->deinit(state);
     free(got);
     free(want);
