@@ -175,12 +175,15 @@ static uint32_t cpu_run_norm_chain(cpu_state *s, sy_node *const *nodes, uint32_t
     if (j < n && nodes[j] && nodes[j]->op == SY_OP_MUL && cpu_prepare_node(nodes[j]) == SY_OK)
         mul = nodes[j++];
     const char *why = NULL;
-    if ((add || mul) && cpu_kernel_norm_chain(s, add, norm, mul, &why) == SY_OK) {
-        cpu_program_add_chain(rec, i, j - i, add, norm, mul);
+    cpu_norm_chain c;
+    if ((add || mul) && cpu_norm_chain_prepare(s, add, norm, mul, &c, &why) == SY_OK) {
+        cpu_norm_chain_run(s, &c);
+        cpu_program_add_chain(rec, i, j - i, add, norm, mul, &c);
         return j - i;
     }
-    if (add && mul && cpu_kernel_norm_chain(s, add, norm, NULL, &why) == SY_OK) {
-        cpu_program_add_chain(rec, i, j - 1 - i, add, norm, NULL);
+    if (add && mul && cpu_norm_chain_prepare(s, add, norm, NULL, &c, &why) == SY_OK) {
+        cpu_norm_chain_run(s, &c);
+        cpu_program_add_chain(rec, i, j - 1 - i, add, norm, NULL, &c);
         return j - 1 - i;
     }
     return 0;
@@ -290,6 +293,16 @@ sy_status cpu_execute_nodes(cpu_state *s, sy_node *const *nodes, uint32_t n, cpu
                 cpu_log(s, SY_LOG_ERROR, "matmul from node '%s' failed: %s", node->name,
                         cpu_status_name(st));
                 return st;
+            }
+        }
+        if (rec && cpu_op_is_eltwise(node->op)) {
+            /* Checked once, kept with the step. */
+            cpu_eltwise e;
+            const char *why = NULL;
+            if (cpu_eltwise_prepare(s, node, &e, &why) == SY_OK) {
+                cpu_eltwise_run(s, &e);
+                cpu_program_add_eltwise(rec, i, &e);
+                continue;
             }
         }
         sy_status st = cpu_run_node(s, node);

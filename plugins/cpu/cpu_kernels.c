@@ -3,17 +3,11 @@
 
 sy_status cpu_kernel_run(cpu_state *s, const sy_node *node, const char **out_why)
 {
+    if (cpu_op_is_eltwise(node->op))
+        return cpu_kernel_elementwise(s, node, out_why);
     switch (node->op) {
     case SY_OP_MATMUL:
         return cpu_kernel_matmul(s, node, out_why);
-    case SY_OP_ADD:
-    case SY_OP_MUL:
-    case SY_OP_SCALE:
-    case SY_OP_SILU:
-    case SY_OP_GELU:
-    case SY_OP_SWIGLU:
-    case SY_OP_GEGLU:
-        return cpu_kernel_elementwise(s, node, out_why);
     case SY_OP_RMS_NORM:
         return cpu_kernel_rms_norm(s, node, out_why);
     case SY_OP_SOFTMAX:

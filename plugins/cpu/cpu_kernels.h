@@ -92,7 +92,29 @@ sy_status cpu_epilogue_ready(cpu_epilogue *e);
 /* Rows [n0, n1) of member |m|'s output are done (by the calling lane). */
 void cpu_epilogue_tile_done(cpu_epilogue *e, uint32_t m, int64_t n0, int64_t n1);
 /* cpu_kernels_elementwise.c: ADD, MUL, SCALE, SILU, GELU, SWIGLU, GEGLU */
+static inline bool cpu_op_is_eltwise(uint32_t op)
+{
+    return op == SY_OP_ADD || op == SY_OP_MUL || op == SY_OP_SCALE || op == SY_OP_SILU ||
+           op == SY_OP_GELU || op == SY_OP_SWIGLU || op == SY_OP_GEGLU;
+}
 sy_status cpu_kernel_elementwise(cpu_state *s, const sy_node *node, const char **out_why);
+/* An element-wise node checked once and run later (a kept program's step). */
+typedef struct cpu_eltwise {
+    const cpu_isa_table *isa;
+    uint32_t op;
+    const sy_tensor *a;
+    const sy_tensor *b; /* NULL for unary ops */
+    const sy_tensor *y;
+    float scale, bias;
+    uint32_t nth;  /* lanes */
+    bool flat;     /* contiguous operands of one shape: split into element ranges */
+} cpu_eltwise;
+/* Checks |node| as cpu_kernel_elementwise does and fills *|out|; touches
+ * no memory. */
+sy_status cpu_eltwise_prepare(cpu_state *s, const sy_node *node, cpu_eltwise *out,
+                              const char **out_why);
+/* Runs a prepared element-wise node (its tensors as they were prepared). */
+void cpu_eltwise_run(cpu_state *s, const cpu_eltwise *e);
 /* cpu_kernels_rows.c: RMS_NORM, SOFTMAX, ROPE, ARGMAX */
 sy_status cpu_kernel_rms_norm(cpu_state *s, const sy_node *node, const char **out_why);
 /* An ADD whose sum an RMS_NORM normalizes and a MUL of the norm by a
@@ -102,6 +124,25 @@ sy_status cpu_kernel_rms_norm(cpu_state *s, const sy_node *node, const char **ou
  * their layouts or memory do not allow it. */
 sy_status cpu_kernel_norm_chain(cpu_state *s, const sy_node *add, const sy_node *norm,
                                 const sy_node *mul, const char **out_why);
+/* The same chain checked once and run later (a kept program's step): what
+ * the rows read, taken from the nodes, so a run reads no node struct. */
+typedef struct cpu_norm_chain {
+    const cpu_state *s;
+    const sy_tensor *a, *b; /* the add's operands; NULL: no add */
+    const sy_tensor *x;     /* the norm's input (the add's output) */
+    const sy_tensor *y;     /* the norm's output */
+    const sy_tensor *w;     /* the multiply's weight row; NULL: no multiply */
+    const sy_tensor *z;     /* the multiply's output */
+    float eps;
+    uint32_t nth; /* lanes */
+} cpu_norm_chain;
+/* Checks the chain as cpu_kernel_norm_chain does and fills *|out|;
+ * touches no memory. */
+sy_status cpu_norm_chain_prepare(cpu_state *s, const sy_node *add, const sy_node *norm,
+                                 const sy_node *mul, cpu_norm_chain *out, const char **out_why);
+/* Runs a prepared chain on the tensors as they are now (their shapes,
+ * strides and storage those it was prepared with). */
+void cpu_norm_chain_run(cpu_state *s, const cpu_norm_chain *c);
 sy_status cpu_kernel_softmax(cpu_state *s, const sy_node *node, const char **out_why);
 sy_status cpu_kernel_rope(cpu_state *s, const sy_node *node, const char **out_why);
 /* Checks a ROPE node against the kernel's rules and readies the angles

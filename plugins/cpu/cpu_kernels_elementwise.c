@@ -9,15 +9,6 @@
 /* Rows of at least this many elements in total are worth a second lane. */
 #define CPU_ELEMENTWISE_MIN_PER_LANE 8192
 
-typedef struct cpu_eltwise_ctx {
-    const cpu_isa_table *isa;
-    uint32_t op;
-    const sy_tensor *a;
-    const sy_tensor *b; /* NULL for unary ops */
-    const sy_tensor *y;
-    float scale, bias;
-} cpu_eltwise_ctx;
-
 static void cpu_binary_row(const cpu_isa_table *isa, uint32_t op, const float *a, const float *b,
                            int64_t nb0, float *y, int64_t n)
 {
@@ -69,7 +60,7 @@ static void cpu_eltwise_span(const cpu_isa_table *isa, uint32_t op, float scale,
  * long row (decode: [4096, 1]) still spreads over every lane. */
 static void cpu_eltwise_flat_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
-    const cpu_eltwise_ctx *c = arg;
+    const cpu_eltwise *c = arg;
     const int64_t total = sy_tensor_nelements(c->a);
     /* Cut at multiples of 16 floats (one cache line): lanes never write
      * the same line. */
@@ -86,7 +77,7 @@ static void cpu_eltwise_flat_task(void *arg, uint32_t ith, uint32_t nth, uint32_
 
 static void cpu_eltwise_rows_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
-    const cpu_eltwise_ctx *c = arg;
+    const cpu_eltwise *c = arg;
     const sy_tensor *a = c->a, *b = c->b, *y = c->y;
     const int64_t n = a->ne[0];
     int64_t lo, hi;
@@ -110,7 +101,8 @@ static bool cpu_same_shape(const sy_tensor *a, const sy_tensor *b)
     return true;
 }
 
-sy_status cpu_kernel_elementwise(cpu_state *s, const sy_node *node, const char **out_why)
+sy_status cpu_eltwise_prepare(cpu_state *s, const sy_node *node, cpu_eltwise *out,
+                              const char **out_why)
 {
     const uint32_t op = node->op;
     const bool binary = op == SY_OP_ADD || op == SY_OP_MUL || op == SY_OP_SWIGLU ||
@@ -130,18 +122,29 @@ sy_status cpu_kernel_elementwise(cpu_state *s, const sy_node *node, const char *
             return SY_E_UNSUPPORTED;
         }
     }
-    cpu_eltwise_ctx c = {.isa = s->isa, .op = op, .a = a, .b = b, .y = y,
+    *out = (cpu_eltwise){.isa = s->isa, .op = op, .a = a, .b = b, .y = y,
                          .scale = node->params.f[0], .bias = node->params.f[1]};
     const int64_t total = sy_tensor_nelements(a);
-    uint32_t nth = cpu_lanes_for(s, total, CPU_ELEMENTWISE_MIN_PER_LANE);
-    if (sy_tensor_is_contiguous(a) && sy_tensor_is_contiguous(y) &&
-        (!b || (sy_tensor_is_contiguous(b) && cpu_same_shape(a, b)))) {
-        cpu_pool_run(s->pool, cpu_eltwise_flat_task, &c, nth);
-        return SY_OK;
-    }
+    out->nth = cpu_lanes_for(s, total, CPU_ELEMENTWISE_MIN_PER_LANE);
+    out->flat = sy_tensor_is_contiguous(a) && sy_tensor_is_contiguous(y) &&
+                (!b || (sy_tensor_is_contiguous(b) && cpu_same_shape(a, b)));
     const int64_t rows = cpu_nrows(a);
-    if ((int64_t)nth > rows)
-        nth = (uint32_t)rows;
-    cpu_pool_run(s->pool, cpu_eltwise_rows_task, &c, nth);
+    if (!out->flat && (int64_t)out->nth > rows)
+        out->nth = (uint32_t)rows;
     return SY_OK;
+}
+
+void cpu_eltwise_run(cpu_state *s, const cpu_eltwise *e)
+{
+    cpu_pool_run(s->pool, e->flat ? cpu_eltwise_flat_task : cpu_eltwise_rows_task, (void *)e,
+                 e->nth);
+}
+
+sy_status cpu_kernel_elementwise(cpu_state *s, const sy_node *node, const char **out_why)
+{
+    cpu_eltwise e;
+    sy_status st = cpu_eltwise_prepare(s, node, &e, out_why);
+    if (st == SY_OK)
+        cpu_eltwise_run(s, &e);
+    return st;
 }

@@ -72,16 +72,6 @@ sy_status cpu_kernel_rms_norm(cpu_state *s, const sy_node *node, const char **ou
  * structs they read are cold after the weights stream by).  Every output
  * is written, and each equals the unfused kernel's bit for bit: per row,
  * the same add_f32, dot_f32 + scale_f32 and mul_f32 in the same order. */
-typedef struct cpu_norm_chain {
-    const cpu_state *s;
-    const sy_tensor *a, *b; /* the add's operands; NULL: no add */
-    const sy_tensor *x;     /* the norm's input (the add's output) */
-    const sy_tensor *y;     /* the norm's output */
-    const sy_tensor *w;     /* the multiply's weight row; NULL: no multiply */
-    const sy_tensor *z;     /* the multiply's output */
-    float eps;
-} cpu_norm_chain;
-
 static void cpu_norm_chain_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     (void)lane;
@@ -124,8 +114,8 @@ static bool cpu_rows_apart_or_same(const sy_tensor *p, const sy_tensor *q)
     return cpu_rows_end(p) <= (const char *)q->data || cpu_rows_end(q) <= (const char *)p->data;
 }
 
-sy_status cpu_kernel_norm_chain(cpu_state *s, const sy_node *add, const sy_node *norm,
-                                const sy_node *mul, const char **out_why)
+sy_status cpu_norm_chain_prepare(cpu_state *s, const sy_node *add, const sy_node *norm,
+                                 const sy_node *mul, cpu_norm_chain *out, const char **out_why)
 {
     cpu_norm_chain c = {.s = s, .x = norm->inputs[0], .y = norm->output,
                         .eps = norm->params.f[0]};
@@ -167,8 +157,24 @@ sy_status cpu_kernel_norm_chain(cpu_state *s, const sy_node *add, const sy_node 
         for (int j = i + 1; j < nt; j++)
             if (!cpu_rows_apart_or_same(t[i], t[j]))
                 return SY_E_UNSUPPORTED;
-    cpu_pool_run(s->pool, cpu_norm_chain_task, &c, cpu_rows_lanes(s, c.x));
+    c.nth = cpu_rows_lanes(s, c.x);
+    *out = c;
     return SY_OK;
+}
+
+void cpu_norm_chain_run(cpu_state *s, const cpu_norm_chain *c)
+{
+    cpu_pool_run(s->pool, cpu_norm_chain_task, (void *)c, c->nth);
+}
+
+sy_status cpu_kernel_norm_chain(cpu_state *s, const sy_node *add, const sy_node *norm,
+                                const sy_node *mul, const char **out_why)
+{
+    cpu_norm_chain c;
+    sy_status st = cpu_norm_chain_prepare(s, add, norm, mul, &c, out_why);
+    if (st == SY_OK)
+        cpu_norm_chain_run(s, &c);
+    return st;
 }
 
 /* ------------------------------------------------------------- softmax */

@@ -27,9 +27,10 @@
 
 #include "cpu_program.h"
 
-enum { CPU_STEP_NODE, CPU_STEP_CHAIN, CPU_STEP_JOB };
+enum { CPU_STEP_NODE, CPU_STEP_CHAIN, CPU_STEP_ELTWISE, CPU_STEP_JOB };
 
-/* Set on a job step whose matmuls, or fused nodes, a changed output touches. */
+/* Set on a step whose nodes (a job's matmuls), or a job's fused nodes, a
+ * changed output touches. */
 #define CPU_TOUCH_MEMBERS 1u
 #define CPU_TOUCH_FUSED 2u
 
@@ -43,6 +44,12 @@ typedef struct cpu_step {
      * |warm_end|. */
     uint32_t warm_first, warm_nodes, warm_end;
     const sy_node *chain[3]; /* a chain's add (or NULL), norm, mul (or NULL) */
+    /* A chain's or an element-wise node's kernel, checked when recorded:
+     * untouched, it runs without reading its nodes' structs again. */
+    union {
+        cpu_norm_chain chain;
+        cpu_eltwise eltwise;
+    } k;
 } cpu_step;
 
 struct cpu_program {
@@ -124,8 +131,9 @@ static cpu_step *cpu_program_step(cpu_program *p, uint8_t kind, uint32_t first, 
         return NULL;
     }
     st->warm_first = (uint32_t)p->n_warm;
-    /* A job reads the nodes' structs only when it is set up. */
-    if (kind != CPU_STEP_JOB)
+    /* Jobs, chains and element-wise steps read their nodes' structs only
+     * when they are set up. */
+    if (kind == CPU_STEP_NODE)
         for (uint32_t i = 0; i < count; i++)
             p->warm[p->n_warm++] = p->nodes[first + i];
     st->warm_nodes = (uint32_t)(p->n_warm - st->warm_first);
@@ -182,7 +190,7 @@ void cpu_program_add_job(cpu_program *p, uint32_t first, uint32_t members, uint3
 }
 
 void cpu_program_add_chain(cpu_program *p, uint32_t first, uint32_t count, const sy_node *add,
-                           const sy_node *norm, const sy_node *mul)
+                           const sy_node *norm, const sy_node *mul, const cpu_norm_chain *c)
 {
     cpu_step *st = p && !p->broken ? cpu_program_step(p, CPU_STEP_CHAIN, first, count) : NULL;
     if (!st)
@@ -190,6 +198,14 @@ void cpu_program_add_chain(cpu_program *p, uint32_t first, uint32_t count, const
     st->chain[0] = add;
     st->chain[1] = norm;
     st->chain[2] = mul;
+    st->k.chain = *c;
+}
+
+void cpu_program_add_eltwise(cpu_program *p, uint32_t first, const cpu_eltwise *e)
+{
+    cpu_step *st = p && !p->broken ? cpu_program_step(p, CPU_STEP_ELTWISE, first, 1) : NULL;
+    if (st)
+        st->k.eltwise = *e;
 }
 
 void cpu_program_add_node(cpu_program *p, uint32_t first)
@@ -257,7 +273,7 @@ static bool cpu_program_touch(cpu_program *p, sy_node *const *changed, uint32_t 
     for (size_t k = 0; k < p->n_steps; k++) {
         cpu_step *st = &p->steps[k];
         st->touch = 0;
-        for (uint32_t i = 0; st->kind == CPU_STEP_JOB && i < st->count; i++) {
+        for (uint32_t i = 0; st->kind != CPU_STEP_NODE && i < st->count; i++) {
             const sy_node *node = p->nodes[st->first + i];
             bool hit = cpu_program_touches(p, node->output);
             for (uint32_t j = 0; j < node->n_inputs && !hit; j++)
@@ -295,7 +311,7 @@ static sy_status cpu_program_run(cpu_state *s, cpu_program *p)
 {
     sy_node *const *nodes = p->nodes;
     for (size_t k = 0; k < p->n_steps; k++) {
-        const cpu_step *st = &p->steps[k];
+        cpu_step *st = &p->steps[k];
         sy_status r;
         cpu_program_warm(p, st);
         if (st->kind == CPU_STEP_NODE) {
@@ -304,13 +320,22 @@ static sy_status cpu_program_run(cpu_state *s, cpu_program *p)
                 return r;
             continue;
         }
-        if (st->kind == CPU_STEP_CHAIN) {
+        if (st->kind == CPU_STEP_CHAIN || st->kind == CPU_STEP_ELTWISE) {
+            /* Checked again where a changed output touches it. */
             const char *why = NULL;
-            r = cpu_kernel_norm_chain(s, st->chain[0], st->chain[1], st->chain[2], &why);
-            if (r == SY_OK)
+            r = SY_OK;
+            if (st->touch && st->kind == CPU_STEP_CHAIN)
+                r = cpu_norm_chain_prepare(s, st->chain[0], st->chain[1], st->chain[2],
+                                           &st->k.chain, &why);
+            else if (st->touch)
+                r = cpu_eltwise_prepare(s, nodes[st->first], &st->k.eltwise, &why);
+            if (r == SY_OK) {
+                if (st->kind == CPU_STEP_CHAIN)
+                    cpu_norm_chain_run(s, &st->k.chain);
+                else
+                    cpu_eltwise_run(s, &st->k.eltwise);
                 continue;
-            if (r != SY_E_UNSUPPORTED)
-                return r;
+            }
         } else {
             cpu_matmul_job *j = (cpu_matmul_job *)(p->jobs + st->job * p->job_size);
             if (!st->touch || cpu_program_refresh(s, p, st, j)) {

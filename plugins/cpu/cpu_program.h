@@ -35,8 +35,11 @@ cpu_matmul_job *cpu_program_job(cpu_state *s, cpu_program *p);
 /* The job last handed out ran for nodes [first, first + count), its first
  * |members| the matmuls. */
 void cpu_program_add_job(cpu_program *p, uint32_t first, uint32_t members, uint32_t count);
+/* The chain (its kernel |c|, checked) ran for nodes [first, first + count). */
 void cpu_program_add_chain(cpu_program *p, uint32_t first, uint32_t count, const sy_node *add,
-                           const sy_node *norm, const sy_node *mul);
+                           const sy_node *norm, const sy_node *mul, const cpu_norm_chain *c);
+/* Element-wise node |first| ran its kernel |e|, checked. */
+void cpu_program_add_eltwise(cpu_program *p, uint32_t first, const cpu_eltwise *e);
 void cpu_program_add_node(cpu_program *p, uint32_t first);
 
 /* The plugin table's execute_keyed (ABI 1.2). */
