@@ -78,6 +78,11 @@ struct cpu_epilogue {
     uint32_t n; /* members */
     struct cpu_qkv_chain chain[CPU_MATMUL_GROUP_MAX];
     const sy_node *rope_params; /* the first rope; every rope has its params */
+    /* Its params and position, read again by every run: the position is
+     * input data, which changes between runs of a kept job with no node
+     * changed. */
+    sy_op_params rope_p;
+    const int32_t *rope_pos;
     const char *written[2 * CPU_MATMUL_GROUP_MAX][2]; /* bytes the steps write */
     uint32_t n_written;
 };
@@ -148,6 +153,9 @@ sy_status cpu_kernel_rope(cpu_state *s, const sy_node *node, const char **out_wh
 /* Checks a ROPE node against the kernel's rules and readies the angles
  * (for one token, of its position) that cpu_rope_row takes. */
 sy_status cpu_rope_prepare(cpu_state *s, const sy_node *node, const char **out_why);
+/* Readies the angles of one token at |pos| for a rope of params |p| (as
+ * cpu_rope_prepare does for a node, without its checks). */
+sy_status cpu_rope_position(cpu_state *s, const sy_op_params *p, int32_t pos);
 /* Ropes one head row of |d| values: pairs of the first |n_rot| rotated by
  * cos_t/sin_t (adjacent pairs, or split halves for NeoX), the rest copied. */
 void cpu_rope_row(const float *x, float *y, int64_t d, int64_t n_rot, bool neox,

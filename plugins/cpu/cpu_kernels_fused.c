@@ -120,6 +120,8 @@ static bool cpu_qkv_take_rope(cpu_epilogue *e, const sy_node *node)
         if (cpu_qkv_hits_written(e, p0, p0 + sizeof(int32_t)))
             return false;
         e->rope_params = node;
+        e->rope_p = node->params;
+        e->rope_pos = (const int32_t *)pos->data;
     }
     cpu_qkv_wrote(e, lo, hi);
     struct cpu_qkv_chain *c = &e->chain[m];
@@ -196,6 +198,11 @@ sy_status cpu_epilogue_ready(cpu_epilogue *e)
                                (size_t)heads * CPU_QKV_LINE, &grew);
     if (st != SY_OK)
         return st;
+    if (e->rope_params) {
+        st = cpu_rope_position(s, &e->rope_p, *e->rope_pos);
+        if (st != SY_OK)
+            return st;
+    }
     _Atomic int64_t *done = s->qkv_done;
     if (grew || memcmp(layout, s->qkv_layout, sizeof layout) != 0) {
         for (int64_t h = 0; h < heads; h++)

@@ -300,9 +300,8 @@ static void cpu_rope_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
  * the angles of its position: pow, cos and sin run when these change, not
  * on every call (a decode step ropes q and k of every layer at one
  * position).  The same double arithmetic as per call, so bit-identical. */
-static sy_status cpu_rope_tables(cpu_state *s, const sy_node *node)
+static sy_status cpu_rope_freqs(cpu_state *s, const sy_op_params *p)
 {
-    const sy_op_params *p = &node->params;
     const int64_t n_rot = p->i[1], half = n_rot / 2;
     const float base = p->f[0];
     if (s->rope.n_rot != n_rot || memcmp(&s->rope.base, &base, sizeof base) != 0) {
@@ -323,19 +322,31 @@ static sy_status cpu_rope_tables(cpu_state *s, const sy_node *node)
         s->rope.base = base;
         s->rope.has_pos = false;
     }
-    const sy_tensor *x = node->inputs[0], *pt = node->inputs[1];
-    if (x->ne[2] != 1)
-        return SY_OK;
-    const int32_t pos = *(const int32_t *)pt->data;
+    return SY_OK;
+}
+
+sy_status cpu_rope_position(cpu_state *s, const sy_op_params *p, int32_t pos)
+{
+    sy_status st = cpu_rope_freqs(s, p);
+    if (st != SY_OK)
+        return st;
     const float fs = p->f[1];
     if (!s->rope.has_pos || s->rope.pos != pos || memcmp(&s->rope.freq_scale, &fs, sizeof fs) != 0) {
-        cpu_rope_angles(s->rope.inv_freq, half, pos, fs != 0.0f ? fs : 1.0, s->rope.cos,
+        cpu_rope_angles(s->rope.inv_freq, p->i[1] / 2, pos, fs != 0.0f ? fs : 1.0, s->rope.cos,
                         s->rope.sin);
         s->rope.pos = pos;
         s->rope.freq_scale = fs;
         s->rope.has_pos = true;
     }
     return SY_OK;
+}
+
+static sy_status cpu_rope_tables(cpu_state *s, const sy_node *node)
+{
+    const sy_tensor *x = node->inputs[0], *pt = node->inputs[1];
+    if (x->ne[2] != 1)
+        return cpu_rope_freqs(s, &node->params);
+    return cpu_rope_position(s, &node->params, *(const int32_t *)pt->data);
 }
 
 sy_status cpu_rope_prepare(cpu_state *s, const sy_node *node, const char **out_why)

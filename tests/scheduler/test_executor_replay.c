@@ -364,7 +364,7 @@ typedef struct qkv_graph {
     float rq[4 * QKV_D], rk[2 * QKV_D];
 } qkv_graph;
 
-static void qkv_build(qkv_graph *q, int64_t at)
+static void qkv_build(qkv_graph *q, int64_t at, bool kv)
 {
     cr_assert_eq(sy_graph_create(&q->g), SY_OK);
     const int64_t xne[2] = {QKV_K, 1}, pne[1] = {1}, cne[3] = {QKV_D, 2, QKV_CTX};
@@ -401,14 +401,23 @@ static void qkv_build(qkv_graph *q, int64_t at)
                  SY_OK);
     cr_assert_eq(sy_graph_add_tensor(q->g, "cache_v", SY_DTYPE_F32, 3, cne, SY_ROLE_KV, q->vc, &vc),
                  SY_OK);
-    const sy_op_params wp = {.i = {at}};
-    sy_tensor *kin[2] = {kc, rk}, *vin[2] = {vc, heads_t[2]};
-    cr_assert_eq(sy_graph_add_node(q->g, SY_OP_KV_WRITE, "k.write", kin, 2, &wp, &kw), SY_OK);
-    cr_assert_eq(sy_graph_add_node(q->g, SY_OP_KV_WRITE, "v.write", vin, 2, &wp, &vw), SY_OK);
-    q->write[0] = sy_graph_producer(q->g, kw)->id;
-    q->write[1] = sy_graph_producer(q->g, vw)->id;
-    sy_tensor *outs[4] = {rq, rk, kw, vw};
-    for (int i = 0; i < 4; i++)
+    sy_tensor *outs[4] = {rq, rk};
+    if (kv) {
+        const sy_op_params wp = {.i = {at}};
+        sy_tensor *kin[2] = {kc, rk}, *vin[2] = {vc, heads_t[2]};
+        cr_assert_eq(sy_graph_add_node(q->g, SY_OP_KV_WRITE, "k.write", kin, 2, &wp, &kw),
+                     SY_OK);
+        cr_assert_eq(sy_graph_add_node(q->g, SY_OP_KV_WRITE, "v.write", vin, 2, &wp, &vw),
+                     SY_OK);
+        q->write[0] = sy_graph_producer(q->g, kw)->id;
+        q->write[1] = sy_graph_producer(q->g, vw)->id;
+        outs[2] = kw;
+        outs[3] = vw;
+    } else {
+        /* v's heads an output of their own: the group keeps three members. */
+        outs[2] = heads_t[2];
+    }
+    for (int i = 0; i < (kv ? 4 : 3); i++)
         cr_assert_eq(sy_graph_mark_output(q->g, outs[i]), SY_OK);
     cr_assert_eq(sy_graph_set_host_data(q->g, rq, q->rq), SY_OK);
     cr_assert_eq(sy_graph_set_host_data(q->g, rk, q->rk), SY_OK);
@@ -451,7 +460,7 @@ Test(executor_replay, kept_programs_move_the_kv_writes_fused_in_matmul_tiles)
     o.devices = "cpu";
     static qkv_graph kept, fresh;
     qkv_fill(&kept, 7);
-    qkv_build(&kept, 0);
+    qkv_build(&kept, 0, true);
     sy_plan *plan = st_plan(pl, kept.g, &o);
     sy_executor *x = NULL;
     cr_assert_eq(sy_executor_create(rt, &x), SY_OK);
@@ -472,7 +481,7 @@ Test(executor_replay, kept_programs_move_the_kv_writes_fused_in_matmul_tiles)
                          sy_graph_last_error(kept.g));
         }
         cr_assert_eq(sy_executor_run(x, kept.g, plan), SY_OK, "%s", sy_runtime_last_error(rt));
-        qkv_build(&fresh, at);
+        qkv_build(&fresh, at, true);
         cr_assert_eq(sy_runtime_execute_on(rt, fresh.g, 0), SY_OK, "%s",
                      sy_runtime_last_error(rt));
         sy_graph_destroy(fresh.g);
@@ -502,5 +511,47 @@ Test(executor_replay, kept_programs_move_the_kv_writes_fused_in_matmul_tiles)
     sy_planner_destroy(pl);
     sy_runtime_destroy(rt);
     free(log);
+    st_check_leaks();
+}
+
+/* The graph above without its KV writes: the ropes alone run in the
+ * group's tiles, and only the positions' data changes between steps (no
+ * node is updated).  Each replay ropes at the position the tensor holds
+ * now, bit for bit as a graph built and run in full. */
+Test(executor_replay, kept_programs_rope_at_the_position_of_each_step)
+{
+    sy_runtime *rt = st_runtime();
+    sy_planner *pl = NULL;
+    cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
+    sy_plan_options o;
+    sy_plan_options_init(&o);
+    o.devices = "cpu";
+    static qkv_graph kept, fresh;
+    qkv_fill(&kept, 11);
+    qkv_build(&kept, 0, false);
+    sy_plan *plan = st_plan(pl, kept.g, &o);
+    sy_executor *x = NULL;
+    cr_assert_eq(sy_executor_create(rt, &x), SY_OK);
+    qkv_fill(&fresh, 11);
+    const int32_t pos[5] = {3, 4, 5, 900, 6};
+    for (uint32_t s = 0; s < 5; s++) {
+        kept.pos = fresh.pos = pos[s];
+        cr_assert_eq(sy_executor_run(x, kept.g, plan), SY_OK, "%s", sy_runtime_last_error(rt));
+        qkv_build(&fresh, 0, false);
+        cr_assert_eq(sy_runtime_execute_on(rt, fresh.g, 0), SY_OK, "%s",
+                     sy_runtime_last_error(rt));
+        sy_graph_destroy(fresh.g);
+        cr_assert_eq(memcmp(kept.rq, fresh.rq, sizeof kept.rq), 0, "step %u (position %d): q rope",
+                     s, pos[s]);
+        cr_assert_eq(memcmp(kept.rk, fresh.rk, sizeof kept.rk), 0, "step %u (position %d): k rope",
+                     s, pos[s]);
+    }
+    uint64_t steps = 0;
+    cr_assert_geq(replayed(x, &steps), 3, "of %llu steps", (unsigned long long)steps);
+    sy_executor_destroy(x);
+    sy_plan_release(plan);
+    sy_graph_destroy(kept.g);
+    sy_planner_destroy(pl);
+    sy_runtime_destroy(rt);
     st_check_leaks();
 }
