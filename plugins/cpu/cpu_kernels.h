@@ -72,6 +72,7 @@ struct cpu_qkv_chain {
     int64_t n_rot;
     bool neox;
     uint32_t kv_dtype;
+    uint32_t kv_slot; /* the KV write's bytes in the epilogue's written list */
 };
 struct cpu_epilogue {
     cpu_state *s;
@@ -92,6 +93,11 @@ void cpu_epilogue_begin(cpu_epilogue *e, cpu_state *s, const sy_node *const *gro
  * that reads a member's output heads, or the rope of one, where its memory
  * and params allow.  False leaves the epilogue as it was. */
 bool cpu_epilogue_take(cpu_epilogue *e, const sy_node *node);
+/* Moves the KV write |node|, taken into |e| before, to where it writes
+ * now (its start position moved; the rows it stores and the cache are the
+ * same); false, leaving |e| as it was, where it is not one of |e|'s or its
+ * new rows fail the checks cpu_epilogue_take makes. */
+bool cpu_epilogue_move_kv(cpu_epilogue *e, const sy_node *node);
 /* Readies an epilogue (head counters). */
 sy_status cpu_epilogue_ready(cpu_epilogue *e);
 /* Rows [n0, n1) of member |m|'s output are done (by the calling lane). */

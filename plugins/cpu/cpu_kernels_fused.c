@@ -152,13 +152,44 @@ static bool cpu_qkv_take_kv(cpu_epilogue *e, const sy_node *node)
     cpu_qkv_span(cache, cpu_row(cache, 0, node->params.i[0], 0), &lo, &hi);
     if (!cpu_qkv_may_write(e, lo, hi))
         return false;
-    cpu_qkv_wrote(e, lo, hi);
     struct cpu_qkv_chain *c = &e->chain[m];
+    c->kv_slot = e->n_written;
+    cpu_qkv_wrote(e, lo, hi);
     c->kv = node;
     c->d = rows->ne[0];
     c->kv_rows = (struct cpu_qkv_rows){.x = rows->data, .y = (char *)lo, .x_nb = rows->nb[1],
                                        .y_nb = cache->nb[1]};
     c->kv_dtype = cache->dtype;
+    return true;
+}
+
+bool cpu_epilogue_move_kv(cpu_epilogue *e, const sy_node *node)
+{
+    struct cpu_qkv_chain *c = NULL;
+    for (uint32_t m = 0; m < e->n && !c; m++)
+        if (e->chain[m].kv == node)
+            c = &e->chain[m];
+    const char *why = NULL;
+    if (!c || node->n_inputs < 2 || cpu_kv_write_check(node, &why) != SY_OK)
+        return false;
+    const sy_tensor *rows = node->inputs[1], *cache = node->output;
+    if (rows->data != c->kv_rows.x || rows->nb[1] != c->kv_rows.x_nb || rows->ne[0] != c->d ||
+        rows->ne[2] != 1 || cache->nb[1] != c->kv_rows.y_nb || cache->dtype != c->kv_dtype)
+        return false;
+    const char *lo, *hi;
+    cpu_qkv_span(cache, cpu_row(cache, 0, node->params.i[0], 0), &lo, &hi);
+    /* Checked against everything else the epilogue writes and reads, as
+     * when it was taken, its own old bytes aside. */
+    const char *old[2] = {e->written[c->kv_slot][0], e->written[c->kv_slot][1]};
+    e->written[c->kv_slot][0] = e->written[c->kv_slot][1] = NULL;
+    if (!cpu_qkv_may_write(e, lo, hi)) {
+        e->written[c->kv_slot][0] = old[0];
+        e->written[c->kv_slot][1] = old[1];
+        return false;
+    }
+    e->written[c->kv_slot][0] = lo;
+    e->written[c->kv_slot][1] = hi;
+    c->kv_rows.y = (char *)lo;
     return true;
 }
 

@@ -248,6 +248,15 @@ static bool cpu_program_touches(const cpu_program *p, const sy_tensor *t)
     return bsearch(&t, p->sorted, p->n_touched, sizeof *p->sorted, cpu_ptr_cmp) != NULL;
 }
 
+/* True when a changed output is |node|'s output or one of its inputs. */
+static bool cpu_program_node_touched(const cpu_program *p, const sy_node *node)
+{
+    bool hit = cpu_program_touches(p, node->output);
+    for (uint32_t j = 0; j < node->n_inputs && !hit; j++)
+        hit = cpu_program_touches(p, node->inputs[j]);
+    return hit;
+}
+
 /* Works out which job steps the outputs of |changed| touch; false when
  * out of memory.  The same changed outputs as the last call's (a decode
  * step updates the same nodes every token) keep the flags. */
@@ -273,14 +282,9 @@ static bool cpu_program_touch(cpu_program *p, sy_node *const *changed, uint32_t 
     for (size_t k = 0; k < p->n_steps; k++) {
         cpu_step *st = &p->steps[k];
         st->touch = 0;
-        for (uint32_t i = 0; st->kind != CPU_STEP_NODE && i < st->count; i++) {
-            const sy_node *node = p->nodes[st->first + i];
-            bool hit = cpu_program_touches(p, node->output);
-            for (uint32_t j = 0; j < node->n_inputs && !hit; j++)
-                hit = cpu_program_touches(p, node->inputs[j]);
-            if (hit)
+        for (uint32_t i = 0; st->kind != CPU_STEP_NODE && i < st->count; i++)
+            if (cpu_program_node_touched(p, p->nodes[st->first + i]))
                 st->touch |= i < st->members ? CPU_TOUCH_MEMBERS : CPU_TOUCH_FUSED;
-        }
     }
     p->touch_valid = true;
     return true;
@@ -303,8 +307,19 @@ static bool cpu_program_refresh(cpu_state *s, const cpu_program *p, const cpu_st
                                     covered ? &e : NULL, j, &why) == SY_OK;
     }
     cpu_epilogue *e = cpu_matmul_job_epilogue(j);
-    return e && st->members + cpu_scan_epilogue(s, nodes, st->first, st->members, p->n, e) ==
-                    st->count;
+    if (!e)
+        return false;
+    /* A decode step moves its KV writes and nothing else of the job: each
+     * write moved in place spares taking every fused node again (their
+     * structs and tensors, the rope's checks). */
+    bool moved = true;
+    for (uint32_t i = st->members; i < st->count && moved; i++) {
+        const sy_node *node = nodes[st->first + i];
+        if (cpu_program_node_touched(p, node))
+            moved = node->op == SY_OP_KV_WRITE && cpu_epilogue_move_kv(e, node);
+    }
+    return moved ||
+           st->members + cpu_scan_epilogue(s, nodes, st->first, st->members, p->n, e) == st->count;
 }
 
 static sy_status cpu_program_run(cpu_state *s, cpu_program *p)
