@@ -242,6 +242,40 @@ static void *cpu_worker_main(void *arg)
     return NULL;
 }
 
+/* Wakes sleeping workers (a futex wake, or the condition variable). */
+static void cpu_pool_wake(cpu_pool *pool)
+{
+#if defined(__linux__)
+    syscall(SYS_futex, (unsigned *)&pool->generation, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+#else
+    pthread_mutex_lock(&pool->mutex);
+    pthread_cond_broadcast(&pool->cond);
+    pthread_mutex_unlock(&pool->mutex);
+#endif
+}
+
+/* A job's publication: the generation moved by a plain release store.  A
+ * locked add there (or a fence) waits until every store before it is
+ * seen by the other cores: the ranges, the job word and the job's fields,
+ * lines the workers touched in the last job, each fetched back first.  On
+ * the 2-vCPU VM that wait was half of the caller's time in
+ * cpu_pool_run_items (SmolLM2 decode, -t 2).  Here the stores drain while
+ * the caller runs the first share of the job it took before publishing.
+ * Without the fence the caller's look at |sleepers| may come before its
+ * store is seen: a worker going to sleep in that instant, whose futex
+ * looks at the generation before the store lands, sleeps through this
+ * job (the caller and the other lanes run its share) and wakes at the
+ * next one that sees it asleep.  Stopping uses cpu_pool_publish, which
+ * never misses a sleeper. */
+static unsigned cpu_pool_publish_job(cpu_pool *pool)
+{
+    const unsigned g = atomic_load_explicit(&pool->generation, memory_order_relaxed) + 1;
+    atomic_store_explicit(&pool->generation, g, memory_order_release);
+    if (atomic_load_explicit(&pool->sleepers, memory_order_relaxed) > 0)
+        cpu_pool_wake(pool);
+    return g;
+}
+
 /* Wakes every worker: spinning ones see the generation change, sleeping
  * ones get a wake-up. */
 static unsigned cpu_pool_publish(cpu_pool *pool)
@@ -420,24 +454,26 @@ uint32_t cpu_pool_size(const cpu_pool *pool)
     return pool->n_threads;
 }
 
-void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth)
+/* Runs a job of |nth| chunks (2 or more) and returns once every lane is
+ * out of it.  The caller's chunk 0 is its own from the start and, where
+ * |pre| is set, so are the items [pre[0], pre[1]) of an item job: it runs
+ * them first, while the stores publishing the job reach the workers. */
+static void cpu_pool_go(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth,
+                        const int64_t *pre)
 {
-    if (nth > pool->n_threads)
-        nth = pool->n_threads;
-    if (nth <= 1) {
-        fn(ctx, 0, 1, 0);
-        return;
-    }
     cpu_pool_adapt_spin(pool);
     pool->fn = fn;
     pool->ctx = ctx;
     pool->n_chunks = nth;
-    atomic_store_explicit(&pool->next_chunk, 0, memory_order_relaxed);
+    atomic_store_explicit(&pool->next_chunk, 1, memory_order_relaxed);
     /* Workers wake for generation g and find job g open. */
     const unsigned g = atomic_load_explicit(&pool->generation, memory_order_relaxed) + 1;
     atomic_store_explicit(&pool->job, ((uint64_t)g << 32) | CPU_JOB_OPEN, memory_order_release);
-    cpu_pool_publish(pool);
+    cpu_pool_publish_job(pool);
 
+    if (pre)
+        pool->item_fn(pool->item_ctx, pre[0], pre[1], 0);
+    fn(ctx, 0, nth, 0);
     cpu_pool_drain(pool, 0);
 
     /* Close the job: latecomers now skip it. */
@@ -454,6 +490,17 @@ void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth)
             sched_yield();
         }
     }
+}
+
+void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth)
+{
+    if (nth > pool->n_threads)
+        nth = pool->n_threads;
+    if (nth <= 1) {
+        fn(ctx, 0, 1, 0);
+        return;
+    }
+    cpu_pool_go(pool, fn, ctx, nth, NULL);
 }
 
 /* Chunk |ith| of an item job: the items of home range |ith|, then those
@@ -510,6 +557,14 @@ void cpu_pool_run_items(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_ite
     pool->item_fn = fn;
     pool->item_ctx = ctx;
     pool->item_claim = max_claim > 1 ? max_claim : 1;
-    /* cpu_pool_run's release store of the job publishes the ranges. */
-    cpu_pool_run(pool, cpu_pool_items_task, pool, nth);
+    /* The caller's first claim of its home range, taken before any other
+     * lane can see the range (a plain store, as the claims' rule sizes
+     * it). */
+    const int64_t end0 = pool->ranges[0].end;
+    int64_t take = (end0 + CPU_POOL_CLAIM_SHARE - 1) / CPU_POOL_CLAIM_SHARE;
+    take = take < pool->item_claim ? take : pool->item_claim;
+    const int64_t pre[2] = {0, take};
+    atomic_store_explicit(&pool->ranges[0].next, take, memory_order_relaxed);
+    /* The release store of the job publishes the ranges. */
+    cpu_pool_go(pool, cpu_pool_items_task, pool, nth, take > 0 ? pre : NULL);
 }

@@ -10,7 +10,10 @@
  * counter.  The caller claims chunks too and, once none is left, closes the
  * job and waits only for lanes that are inside it: a worker the OS has not
  * scheduled yet (a busy core, a pinned thread behind another process) costs
- * its share of the work, never a scheduling quantum of waiting. */
+ * its share of the work, never a scheduling quantum of waiting.  The
+ * caller's first chunk (of an item job, its first claim) is its own before
+ * the job is published, by plain stores that reach the workers while it
+ * runs that share (cpu_pool_publish_job in cpu_threadpool.c). */
 #ifndef SY_CPU_THREADPOOL_H
 #define SY_CPU_THREADPOOL_H
 
