@@ -11,17 +11,18 @@
  * was most of the decode step's time in dispatch (bench/overhead.sh).
  *
  * Under a key, the first call runs cpu_execute_nodes and records what it
- * ran: steps of one node, of a norm chain, or of a matmul job (a matmul
- * or a group, set up, with its fused nodes).  Later calls with the key
- * run the steps.  A node or chain step runs its kernel on the node as it
- * is now, as any call does.  A job keeps its setup; a job any changed
- * node's output touches (a KV write's position moved) takes its fused
- * nodes again, or is set up again when one of its matmuls is touched.
- * When that, or a chain's kernel, refuses now what it took when
- * recorded, the call runs the rest of the nodes as cpu_execute_nodes
- * does and the next call records again.  Every output is the one
- * cpu_execute_nodes writes, bit for bit: the same kernels on the same
- * data. */
+ * ran: steps of one node, of a norm chain, of an element-wise node, or of
+ * a matmul job (a matmul or a group, set up, with its fused nodes).  Later
+ * calls with the key run the steps.  A node step runs its kernel on the
+ * node as it is now, as any call does.  A chain or element-wise step
+ * keeps its kernel's checked context, and a job its setup; a step any
+ * changed node's output touches is checked or set up again, except that a
+ * job whose only touched nodes are its fused KV writes (a decode step:
+ * their position moved) moves those writes in place.  When a step refuses
+ * now what it took when recorded, the call runs the rest of the nodes as
+ * cpu_execute_nodes does and the next call records again.  Every output
+ * is the one cpu_execute_nodes writes, bit for bit: the same kernels on
+ * the same data. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -257,7 +258,7 @@ static bool cpu_program_node_touched(const cpu_program *p, const sy_node *node)
     return hit;
 }
 
-/* Works out which job steps the outputs of |changed| touch; false when
+/* Works out which steps the outputs of |changed| touch; false when
  * out of memory.  The same changed outputs as the last call's (a decode
  * step updates the same nodes every token) keep the flags. */
 static bool cpu_program_touch(cpu_program *p, sy_node *const *changed, uint32_t n_changed)

@@ -444,27 +444,75 @@ static void qkv_fill(qkv_graph *q, uint32_t seed)
     }
 }
 
+/* The graph above kept and replayed on the cpu, beside one built afresh
+ * for each step and run in full. */
+typedef struct qkv_run {
+    sy_runtime *rt;
+    sy_planner *pl;
+    sy_plan *plan;
+    sy_executor *x;
+    qkv_graph *kept, *fresh;
+    bool kv;
+} qkv_run;
+
+/* Builds |kept| (with its KV writes where |kv|) at position 0 from |seed|,
+ * plans it on the cpu of |rt|, and fills |fresh| alike. */
+static void qkv_start(qkv_run *r, sy_runtime *rt, qkv_graph *kept, qkv_graph *fresh,
+                      uint32_t seed, bool kv)
+{
+    *r = (qkv_run){.rt = rt, .kept = kept, .fresh = fresh, .kv = kv};
+    cr_assert_eq(sy_planner_create(rt, &r->pl), SY_OK);
+    sy_plan_options o;
+    sy_plan_options_init(&o);
+    o.devices = "cpu";
+    qkv_fill(kept, seed);
+    qkv_build(kept, 0, kv);
+    r->plan = st_plan(r->pl, kept->g, &o);
+    cr_assert_eq(sy_executor_create(rt, &r->x), SY_OK);
+    qkv_fill(fresh, seed);
+}
+
+/* Step |s|: runs the kept graph, and a graph built with its KV writes at
+ * |at| in full; their rope outputs (and caches) must agree bit for bit. */
+static void qkv_step(const qkv_run *r, uint32_t s, int64_t at)
+{
+    qkv_graph *kept = r->kept, *fresh = r->fresh;
+    cr_assert_eq(sy_executor_run(r->x, kept->g, r->plan), SY_OK, "%s",
+                 sy_runtime_last_error(r->rt));
+    qkv_build(fresh, at, r->kv);
+    cr_assert_eq(sy_runtime_execute_on(r->rt, fresh->g, 0), SY_OK, "%s",
+                 sy_runtime_last_error(r->rt));
+    sy_graph_destroy(fresh->g);
+    const int32_t pos = kept->pos;
+    cr_assert_eq(memcmp(kept->rq, fresh->rq, sizeof kept->rq), 0, "step %u (position %d): q rope",
+                 s, pos);
+    cr_assert_eq(memcmp(kept->rk, fresh->rk, sizeof kept->rk), 0, "step %u (position %d): k rope",
+                 s, pos);
+    if (r->kv) {
+        cr_assert_eq(memcmp(kept->kc, fresh->kc, sizeof kept->kc), 0, "step %u: K cache", s);
+        cr_assert_eq(memcmp(kept->vc, fresh->vc, sizeof kept->vc), 0, "step %u: V cache", s);
+    }
+}
+
+static void qkv_finish(qkv_run *r)
+{
+    sy_executor_destroy(r->x);
+    sy_plan_release(r->plan);
+    sy_graph_destroy(r->kept->g);
+    sy_planner_destroy(r->pl);
+}
+
 /* Replayed steps of the graph above, the KV writes' position updated and
- * the input changed at each: the plugin's kept program takes the writes
- * into its tiles again at every replay (they moved), and the caches and
- * rope outputs equal, bit for bit, those of a graph built for each
- * position and run in full. */
+ * the input changed at each: the plugin's kept program moves the writes
+ * in its tiles at every replay, and the caches and rope outputs equal,
+ * bit for bit, those of a graph built for each position and run in full. */
 Test(executor_replay, kept_programs_move_the_kv_writes_fused_in_matmul_tiles)
 {
     st_log *log = calloc(1, sizeof *log);
     sy_runtime *rt = st_runtime_logging(SY_TEST_CPU_PLUGIN, st_log_append, log);
-    sy_planner *pl = NULL;
-    cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
-    sy_plan_options o;
-    sy_plan_options_init(&o);
-    o.devices = "cpu";
     static qkv_graph kept, fresh;
-    qkv_fill(&kept, 7);
-    qkv_build(&kept, 0, true);
-    sy_plan *plan = st_plan(pl, kept.g, &o);
-    sy_executor *x = NULL;
-    cr_assert_eq(sy_executor_create(rt, &x), SY_OK);
-    qkv_fill(&fresh, 7);
+    qkv_run r;
+    qkv_start(&r, rt, &kept, &fresh, 7, true);
     const uint32_t order[6] = {0, 1, 2, 5, 3, 7};
     for (uint32_t s = 0; s < 6; s++) {
         const int64_t at = order[s];
@@ -480,18 +528,10 @@ Test(executor_replay, kept_programs_move_the_kv_writes_fused_in_matmul_tiles)
             cr_assert_eq(sy__graph_update_params(kept.g, up, 2), SY_OK, "%s",
                          sy_graph_last_error(kept.g));
         }
-        cr_assert_eq(sy_executor_run(x, kept.g, plan), SY_OK, "%s", sy_runtime_last_error(rt));
-        qkv_build(&fresh, at, true);
-        cr_assert_eq(sy_runtime_execute_on(rt, fresh.g, 0), SY_OK, "%s",
-                     sy_runtime_last_error(rt));
-        sy_graph_destroy(fresh.g);
-        cr_assert_eq(memcmp(kept.rq, fresh.rq, sizeof kept.rq), 0, "step %u: q rope", s);
-        cr_assert_eq(memcmp(kept.rk, fresh.rk, sizeof kept.rk), 0, "step %u: k rope", s);
-        cr_assert_eq(memcmp(kept.kc, fresh.kc, sizeof kept.kc), 0, "step %u: K cache", s);
-        cr_assert_eq(memcmp(kept.vc, fresh.vc, sizeof kept.vc), 0, "step %u: V cache", s);
+        qkv_step(&r, s, at);
     }
     uint64_t steps = 0;
-    cr_assert_geq(replayed(x, &steps), 4, "of %llu steps", (unsigned long long)steps);
+    cr_assert_geq(replayed(r.x, &steps), 4, "of %llu steps", (unsigned long long)steps);
     /* Everything in one job: 7 nodes (the views are not passed), once. */
     const char *rec = strstr(log->text, "kept program: 7 nodes in 1 steps, 1 of them matmul jobs");
     cr_assert_not_null(rec, "the plugin did not keep one job for the whole step:\n%s", log->text);
@@ -504,11 +544,7 @@ Test(executor_replay, kept_programs_move_the_kv_writes_fused_in_matmul_tiles)
             sum += fabsf(kept.kc[order[s] * 2 * QKV_D + i]);
         cr_assert_gt(sum, 0.0f, "position %u of the K cache was not written", order[s]);
     }
-
-    sy_executor_destroy(x);
-    sy_plan_release(plan);
-    sy_graph_destroy(kept.g);
-    sy_planner_destroy(pl);
+    qkv_finish(&r);
     sy_runtime_destroy(rt);
     free(log);
     st_check_leaks();
@@ -521,37 +557,17 @@ Test(executor_replay, kept_programs_move_the_kv_writes_fused_in_matmul_tiles)
 Test(executor_replay, kept_programs_rope_at_the_position_of_each_step)
 {
     sy_runtime *rt = st_runtime();
-    sy_planner *pl = NULL;
-    cr_assert_eq(sy_planner_create(rt, &pl), SY_OK);
-    sy_plan_options o;
-    sy_plan_options_init(&o);
-    o.devices = "cpu";
     static qkv_graph kept, fresh;
-    qkv_fill(&kept, 11);
-    qkv_build(&kept, 0, false);
-    sy_plan *plan = st_plan(pl, kept.g, &o);
-    sy_executor *x = NULL;
-    cr_assert_eq(sy_executor_create(rt, &x), SY_OK);
-    qkv_fill(&fresh, 11);
+    qkv_run r;
+    qkv_start(&r, rt, &kept, &fresh, 11, false);
     const int32_t pos[5] = {3, 4, 5, 900, 6};
     for (uint32_t s = 0; s < 5; s++) {
         kept.pos = fresh.pos = pos[s];
-        cr_assert_eq(sy_executor_run(x, kept.g, plan), SY_OK, "%s", sy_runtime_last_error(rt));
-        qkv_build(&fresh, 0, false);
-        cr_assert_eq(sy_runtime_execute_on(rt, fresh.g, 0), SY_OK, "%s",
-                     sy_runtime_last_error(rt));
-        sy_graph_destroy(fresh.g);
-        cr_assert_eq(memcmp(kept.rq, fresh.rq, sizeof kept.rq), 0, "step %u (position %d): q rope",
-                     s, pos[s]);
-        cr_assert_eq(memcmp(kept.rk, fresh.rk, sizeof kept.rk), 0, "step %u (position %d): k rope",
-                     s, pos[s]);
+        qkv_step(&r, s, 0);
     }
     uint64_t steps = 0;
-    cr_assert_geq(replayed(x, &steps), 3, "of %llu steps", (unsigned long long)steps);
-    sy_executor_destroy(x);
-    sy_plan_release(plan);
-    sy_graph_destroy(kept.g);
-    sy_planner_destroy(pl);
+    cr_assert_geq(replayed(r.x, &steps), 3, "of %llu steps", (unsigned long long)steps);
+    qkv_finish(&r);
     sy_runtime_destroy(rt);
     st_check_leaks();
 }
