@@ -381,6 +381,31 @@ sy_status sy__plan_build(sy__plan_ctx *c, sy_plan **out_plan)
     return SY_OK;
 }
 
+bool sy__plan_same_run(const sy_plan *a, const sy_plan *b)
+{
+    if (a == b)
+        return true;
+    if (!a || !b || a->n_nodes != b->n_nodes || a->n_tensors != b->n_tensors ||
+        a->n_dev != b->n_dev || a->n_order != b->n_order || a->n_steps != b->n_steps ||
+        memcmp(a->dev_index, b->dev_index, a->n_dev * sizeof *a->dev_index) != 0 ||
+        memcmp(a->order, b->order, a->n_order * sizeof *a->order) != 0 ||
+        (a->leaf_home == NULL) != (b->leaf_home == NULL) ||
+        (a->leaf_home && memcmp(a->leaf_home, b->leaf_home, a->n_tensors) != 0))
+        return false;
+    for (uint32_t i = 0; i < a->n_nodes; i++)
+        if (a->nodes[i].dev != b->nodes[i].dev || a->nodes[i].op != b->nodes[i].op)
+            return false;
+    for (uint32_t k = 0; k < a->n_steps; k++) {
+        const sy__plan_step *x = &a->steps[k], *y = &b->steps[k];
+        if (x->kind != y->kind || x->dev != y->dev || x->src != y->src ||
+            x->zero_copy != y->zero_copy || x->first != y->first || x->count != y->count ||
+            x->tensor != y->tensor || x->value_node != y->value_node || x->offset != y->offset ||
+            x->bytes != y->bytes)
+            return false;
+    }
+    return true;
+}
+
 void sy_plan_retain(sy_plan *plan)
 {
     if (plan)

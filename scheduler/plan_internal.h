@@ -273,6 +273,12 @@ void sy__ctx_free(sy__plan_ctx *c);
 
 /* plan.c */
 sy_status sy__plan_build(sy__plan_ctx *c, sy_plan **out_plan);
+
+/* True when the executor runs a graph under |a| exactly as under |b|: the
+ * same devices, nodes on the same ones, the same segments, order and
+ * transfers (their bytes too), leaves homed alike.  Costs, reasons and
+ * keys may differ (plans of one graph in two shape classes). */
+bool sy__plan_same_run(const sy_plan *a, const sy_plan *b);
 /* Formats node |i|'s reason into |out|. */
 void sy__plan_format_reason(const sy_plan *p, uint32_t i, char *out, size_t size);
 const char *sy__reason_name(uint32_t reason);

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "model_internal.h"
+#include "plan_internal.h"
 #include "runtime_internal.h"
 #include "sampler.h"
 #include "session_graph.h"
@@ -332,11 +333,25 @@ static sy_status eval_chunk(sy_session *s, const int32_t *tokens, uint32_t n, bo
     if (st != SY_OK)
         return st;
     /* The plan the kept graph ran last time serves while its digest (shape
-     * class) is the same and no failure re-planned since. */
+     * class) is the same and no failure re-planned since.  In a new class,
+     * the plan made for it is looked at: where it runs the step exactly as
+     * the kept one does (a decode's placement rarely moves from one power
+     * of two of the context to the next), the kept one goes on, and with
+     * it the executor's replay of the step (a new plan object makes a full
+     * run: every tensor bound again, the devices' kept work redone). */
     uint64_t sig[2];
     sy__graph_signature(e->g, sig);
-    if (e->plan && (e->plan_failures != s->replan.n || sig[0] != e->plan_sig[0] ||
-                    sig[1] != e->plan_sig[1])) {
+    if (e->plan && e->plan_failures == s->replan.n &&
+        (sig[0] != e->plan_sig[0] || sig[1] != e->plan_sig[1])) {
+        sy_plan *fresh = NULL;
+        if (sy_planner_plan(s->planner, e->g, &s->plan_opts, &fresh) == SY_OK &&
+            sy__plan_same_run(e->plan, fresh)) {
+            sy_plan_release(fresh);
+        } else {
+            sy_plan_release(e->plan);
+            e->plan = fresh; /* NULL after a failure: the step plans again and says why */
+        }
+    } else if (e->plan && e->plan_failures != s->replan.n) {
         sy_plan_release(e->plan);
         e->plan = NULL;
     }

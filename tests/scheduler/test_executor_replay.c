@@ -571,3 +571,56 @@ Test(executor_replay, kept_programs_rope_at_the_position_of_each_step)
     sy_runtime_destroy(rt);
     st_check_leaks();
 }
+
+/* A session's decode crosses a power of two of its context every few
+ * steps at first (the graph's shape class changes, and with it the plan
+ * the planner makes).  On the cpu alone each of those plans runs the step
+ * as the one before, so the session keeps its plan and the executor goes
+ * on replaying: every step after the first is a replay.  The logits equal,
+ * bit for bit, those of a session that times its nodes (a full run, node
+ * by node, at every step). */
+Test(executor_replay, a_session_replays_across_shape_classes)
+{
+    const char *path = SY_TEST_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    if (access(path, R_OK) != 0)
+        cr_skip_test("%s not fetched (tools/fetch-models.sh)", path);
+    sy_runtime *rt = st_runtime();
+    sy_model *m = NULL;
+    cr_assert_eq(sy_model_open(rt, path, &m), SY_OK, "%s", sy_runtime_last_error(rt));
+    const uint32_t n_vocab = m->hp.n_vocab, steps = 40;
+    sy_session *s[2];
+    for (int side = 0; side < 2; side++) {
+        sy_session_options o;
+        sy_session_options_init(&o);
+        o.devices = "cpu";
+        o.n_ctx = 64;
+        o.time_nodes = side == 1;
+        cr_assert_eq(sy_session_create(m, &o, &s[side]), SY_OK, "%s", sy_runtime_last_error(rt));
+    }
+    float *logits[2] = {malloc(n_vocab * sizeof(float)), malloc(n_vocab * sizeof(float))};
+    int32_t tok = 1;
+    for (uint32_t p = 0; p < steps; p++) {
+        for (int side = 0; side < 2; side++)
+            cr_assert_eq(sy_session_eval(s[side], &tok, 1, false, logits[side]), SY_OK, "%s",
+                         sy_runtime_last_error(rt));
+        cr_assert_eq(memcmp(logits[0], logits[1], n_vocab * sizeof(float)), 0,
+                     "step %u: the replayed session's logits differ from a full run's", p);
+        uint32_t best = 0;
+        for (uint32_t v = 1; v < n_vocab; v++)
+            best = logits[0][v] > logits[0][best] ? v : best;
+        tok = (int32_t)best;
+    }
+    sy_step_stats st;
+    sy_step_stats_init(&st);
+    cr_assert_eq(sy_session_query_step_stats(s[0], &st), SY_OK);
+    cr_assert_eq(st.steps, steps);
+    cr_assert_eq(st.replayed, steps - 1, "%llu of %u steps replayed (the context crossed 2, 4, "
+                 "8, 16 and 32)", (unsigned long long)st.replayed, steps);
+    for (int side = 0; side < 2; side++) {
+        sy_session_destroy(s[side]);
+        free(logits[side]);
+    }
+    sy_model_close(m);
+    sy_runtime_destroy(rt);
+    st_check_leaks();
+}
