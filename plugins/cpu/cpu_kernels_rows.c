@@ -296,10 +296,11 @@ static void cpu_rope_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
     }
 }
 
-/* Makes s->rope hold the frequencies of (n_rot, base) and, for one token,
- * the angles of its position: pow, cos and sin run when these change, not
- * on every call (a decode step ropes q and k of every layer at one
- * position).  The same double arithmetic as per call, so bit-identical. */
+/* Makes s->rope hold the frequencies of (n_rot, base), and
+ * cpu_rope_position (below) the angles of one token's position: pow, cos
+ * and sin run when these change, not on every call (a decode step ropes q
+ * and k of every layer at one position).  The same double arithmetic as
+ * per call, so bit-identical. */
 static sy_status cpu_rope_freqs(cpu_state *s, const sy_op_params *p)
 {
     const int64_t n_rot = p->i[1], half = n_rot / 2;
