@@ -242,6 +242,14 @@ static void *cpu_worker_main(void *arg)
     return NULL;
 }
 
+/* The items a claim takes from a range with |left| of them: a share of
+ * what is left (CPU_POOL_CLAIM_SHARE), at most |most|. */
+static inline int64_t cpu_pool_claim_size(int64_t left, int64_t most)
+{
+    const int64_t take = (left + CPU_POOL_CLAIM_SHARE - 1) / CPU_POOL_CLAIM_SHARE;
+    return take < most ? take : most;
+}
+
 /* Wakes sleeping workers (a futex wake, or the condition variable). */
 static void cpu_pool_wake(cpu_pool *pool)
 {
@@ -267,31 +275,21 @@ static void cpu_pool_wake(cpu_pool *pool)
  * job (the caller and the other lanes run its share) and wakes at the
  * next one that sees it asleep.  Stopping uses cpu_pool_publish, which
  * never misses a sleeper. */
-static unsigned cpu_pool_publish_job(cpu_pool *pool)
+static void cpu_pool_publish_job(cpu_pool *pool)
 {
     const unsigned g = atomic_load_explicit(&pool->generation, memory_order_relaxed) + 1;
     atomic_store_explicit(&pool->generation, g, memory_order_release);
     if (atomic_load_explicit(&pool->sleepers, memory_order_relaxed) > 0)
         cpu_pool_wake(pool);
-    return g;
 }
 
 /* Wakes every worker: spinning ones see the generation change, sleeping
  * ones get a wake-up. */
-static unsigned cpu_pool_publish(cpu_pool *pool)
+static void cpu_pool_publish(cpu_pool *pool)
 {
-    unsigned g = atomic_fetch_add_explicit(&pool->generation, 1, memory_order_seq_cst) + 1;
-    if (atomic_load_explicit(&pool->sleepers, memory_order_seq_cst) > 0) {
-#if defined(__linux__)
-        syscall(SYS_futex, (unsigned *)&pool->generation, FUTEX_WAKE_PRIVATE, INT_MAX, NULL,
-                NULL, 0);
-#else
-        pthread_mutex_lock(&pool->mutex);
-        pthread_cond_broadcast(&pool->cond);
-        pthread_mutex_unlock(&pool->mutex);
-#endif
-    }
-    return g;
+    atomic_fetch_add_explicit(&pool->generation, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&pool->sleepers, memory_order_seq_cst) > 0)
+        cpu_pool_wake(pool);
 }
 
 /* Chooses the cpuset lane |lane| is pinned to, or NULL. */
@@ -522,8 +520,7 @@ static void cpu_pool_items_task(void *arg, uint32_t ith, uint32_t nth, uint32_t 
          * claim cost a steal two transfers of the line instead of one. */
         int64_t left = end - atomic_load_explicit(&r->next, memory_order_relaxed);
         while (left > 0) {
-            int64_t take = (left + CPU_POOL_CLAIM_SHARE - 1) / CPU_POOL_CLAIM_SHARE;
-            take = take < most ? take : most;
+            const int64_t take = cpu_pool_claim_size(left, most);
             const int64_t item = atomic_fetch_add_explicit(&r->next, take, memory_order_relaxed);
             if (item >= end)
                 break;
@@ -560,9 +557,7 @@ void cpu_pool_run_items(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_ite
     /* The caller's first claim of its home range, taken before any other
      * lane can see the range (a plain store, as the claims' rule sizes
      * it). */
-    const int64_t end0 = pool->ranges[0].end;
-    int64_t take = (end0 + CPU_POOL_CLAIM_SHARE - 1) / CPU_POOL_CLAIM_SHARE;
-    take = take < pool->item_claim ? take : pool->item_claim;
+    const int64_t take = cpu_pool_claim_size(pool->ranges[0].end, pool->item_claim);
     const int64_t pre[2] = {0, take};
     atomic_store_explicit(&pool->ranges[0].next, take, memory_order_relaxed);
     /* The release store of the job publishes the ranges. */

@@ -198,6 +198,14 @@ const char *st_fixture(const char *name, char *buf, size_t size)
     return buf;
 }
 
+const char *st_smollm2(void)
+{
+    const char *path = SY_TEST_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+    if (access(path, R_OK) != 0)
+        cr_skip_test("%s not fetched (tools/fetch-models.sh)", path);
+    return path;
+}
+
 /* ------------------------------------------------------------ planners */
 
 sy_planner *st_planner_with_profiles(sy_runtime *rt)

@@ -66,6 +66,10 @@ void st_log_append(void *user, sy_log_level level, const char *msg);
 /* Path of a fixture file under tests/scheduler/fixtures. */
 const char *st_fixture(const char *name, char *buf, size_t size);
 
+/* Path of the real SmolLM2-135M-Instruct Q4_1 (tools/fetch-models.sh);
+ * skips the calling test when it is not fetched. */
+const char *st_smollm2(void);
+
 /* ------------------------------------------------------------- graphs */
 
 /* Host memory a test graph points at; free with st_graph_free(). */

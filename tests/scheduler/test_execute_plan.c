@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "memplan.h"
 #include "model_internal.h"
@@ -245,9 +244,7 @@ Test(execute_plan, refuses_a_plan_made_for_another_graph)
  * 4e-3 on a logit, which the logits oracle bounds). */
 Test(execute_plan, smollm2_steps_planned_over_two_devices_give_the_cpus_logits)
 {
-    const char *path = SY_TEST_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-    if (access(path, R_OK) != 0)
-        cr_skip_test("%s not fetched (tools/fetch-models.sh)", path);
+    const char *path = st_smollm2();
     cr_assert_eq(setenv("SWITCHYARD_CPU_ACTIVATIONS", "f32", 1), 0);
     sy_runtime *rt = st_runtime();
     sy_model *m = NULL;
@@ -442,9 +439,7 @@ Test(execute_plan, an_arena_grows_for_a_larger_step_and_serves_smaller_ones_afte
  * each KV cache carried between steps in host memory. */
 Test(execute_plan, smollm2_steps_through_one_executor_give_the_cpus_logits)
 {
-    const char *path = SY_TEST_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-    if (access(path, R_OK) != 0)
-        cr_skip_test("%s not fetched (tools/fetch-models.sh)", path);
+    const char *path = st_smollm2();
     cr_assert_eq(setenv("SWITCHYARD_CPU_ACTIVATIONS", "f32", 1), 0);
     sy_runtime *rt = st_runtime();
     sy_model *m = NULL;

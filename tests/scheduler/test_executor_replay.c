@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "kv_cache.h"
 #include "model_internal.h"
@@ -60,9 +59,7 @@ static void count_program_lines(void *user, sy_log_level level, const char *msg)
  * each replayed step's nodes (|keep|) or not. */
 static void check_decode_steps(bool keep)
 {
-    const char *path = SY_TEST_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-    if (access(path, R_OK) != 0)
-        cr_skip_test("%s not fetched (tools/fetch-models.sh)", path);
+    const char *path = st_smollm2();
     program_log plog = {0};
     setenv("SWITCHYARD_CPU_PROGRAM", keep ? "1" : "0", 1);
     sy_runtime *rt = st_runtime_logging(SY_TEST_CPU_PLUGIN, count_program_lines, &plog);
@@ -581,9 +578,7 @@ Test(executor_replay, kept_programs_rope_at_the_position_of_each_step)
  * by node, at every step). */
 Test(executor_replay, a_session_replays_across_shape_classes)
 {
-    const char *path = SY_TEST_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-    if (access(path, R_OK) != 0)
-        cr_skip_test("%s not fetched (tools/fetch-models.sh)", path);
+    const char *path = st_smollm2();
     sy_runtime *rt = st_runtime();
     sy_model *m = NULL;
     cr_assert_eq(sy_model_open(rt, path, &m), SY_OK, "%s", sy_runtime_last_error(rt));

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "model_internal.h"
 #include "sched_test_util.h"
@@ -98,9 +97,7 @@ static bool all_zero(const void *p, size_t n)
 
 Test(executor_state, a_kept_cache_stays_on_its_device_and_decode_moves_only_activations)
 {
-    const char *path = SY_TEST_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-    if (access(path, R_OK) != 0)
-        cr_skip_test("%s not fetched (tools/fetch-models.sh)", path);
+    const char *path = st_smollm2();
     cr_assert_eq(setenv("SWITCHYARD_CPU_ACTIVATIONS", "f32", 1), 0);
     kv_run k = {.rt = st_runtime(), .n_ctx = 64};
     cr_assert_eq(sy_model_open(k.rt, path, &k.m), SY_OK, "%s", sy_runtime_last_error(k.rt));

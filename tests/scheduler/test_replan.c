@@ -184,9 +184,7 @@ static void generate(sy_model *m, const char *devices, tokens *out, sy_session *
 /* The real SmolLM2-135M (tools/fetch-models.sh), when present. */
 Test(replan, a_session_re_plans_around_a_failing_device_and_generates_the_cpus_tokens)
 {
-    const char *path = SY_TEST_SOURCE_DIR "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-    if (access(path, R_OK) != 0)
-        cr_skip_test("%s not fetched (tools/fetch-models.sh)", path);
+    const char *path = st_smollm2();
     char dir[] = "/tmp/sy-replan-XXXXXX";
     cr_assert_not_null(mkdtemp(dir));
     write_fault_profile(dir);
