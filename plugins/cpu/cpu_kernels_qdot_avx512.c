@@ -30,6 +30,13 @@ CPU_QD __m512i cpu_z_load(const void *p)
     return _mm512_loadu_si512(p);
 }
 
+CPU_QD uint64_t cpu_qd_u64(const void *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
 /* ----------------------------------------------- 512-bit decode kernels */
 
 /* One column (decode) of the 32-element formats, four blocks per 512-bit
@@ -329,6 +336,192 @@ CPU_QD void cpu_z_rows1(enum cpu_qd_kind kind, const int nr, const uint8_t *w, s
     }
 }
 
+/* Rows of packed Q4_0/Q4_1 (cpu_repack.c) against one column, 4 * |nq|
+ * rows per pass.  cpu_z_rows1 scales each row's int32 dot sums apart (a
+ * conversion, a scale permute and an FMA per row and group of four
+ * blocks); here the sums of four rows are first reduced to one int32 per
+ * (row, block) and those 16 go through one conversion and one FMA, their
+ * scales made from the four rows' headers by one f16 conversion.  Lane
+ * 4r + b of |acc| and |mins| holds row r's block b.  The high nibbles come
+ * out by one GF(2) affine byte shift where the CPU has GFNI
+ * (CPU_Z_GFNI), else by a shift and a mask. */
+#ifndef CPU_Z_GFNI
+#define CPU_Z_GFNI 0
+#endif
+
+CPU_QD void cpu_z_rows4(enum cpu_qd_kind kind, const int nq, const uint8_t *w, size_t w_stride,
+                        const int8_t *q, const float *sc, int64_t k, const int planes, float *out,
+                        const bool packed)
+{
+    const size_t bytes = cpu_qd_block_bytes(kind);
+    const size_t head = 4 * (bytes - 16), group = head + 64;
+    const int64_t nb = k / SY_QK;
+    const size_t pf_ahead = CPU_Z_PF_PASSES * 4 * (size_t)nq * w_stride;
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    /* (lane 4b + r) -> (lane 4r + b) */
+    const __m512i to_rb = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    const __m512i i_dx = _mm512_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6);
+    const __m512i i_ds = _mm512_setr_epi32(1, 3, 5, 7, 1, 3, 5, 7, 1, 3, 5, 7, 1, 3, 5, 7);
+    /* Unpacked rows: the quants as cpu_z_rows1 gathers them, and the
+     * header words (Q4_0: words 0, 9, 18, 27; Q4_1: those of its table). */
+    const uint16_t *q4_words = cpu_z_q4_words[kind == CPU_QD_Q4_1];
+    const __m512i q4_quants = cpu_z_load(q4_words);
+    const __m512i q4_heads = kind == CPU_QD_Q4_0
+                                 ? _mm512_castsi128_si512(_mm_setr_epi16(0, 9, 18, 27, 0, 0, 0, 0))
+                                 : cpu_z_load(q4_words + 32);
+    __m512 acc[2], mins[2];
+#pragma GCC unroll 2
+    for (int h = 0; h < nq; h++) {
+        acc[h] = _mm512_setzero_ps();
+        mins[h] = _mm512_setzero_ps();
+    }
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        const int8_t *q8 = q + i * SY_QK;
+        const __m512 xs = _mm512_castps256_ps512(_mm256_loadu_ps(sc + 2 * i));
+        const __m512 dx = _mm512_permutexvar_ps(i_dx, xs), ds = _mm512_permutexvar_ps(i_ds, xs);
+        __m512i xa[2], xb[2];
+        /* Plane 1 (q16's low bits) is read only when there is one. */
+#pragma GCC unroll 2
+        for (int pl = 0; pl < 2; pl++) {
+            if (pl == 0 || planes == 2) {
+                const __m512i a = cpu_z_load(q8 + pl * k), b = cpu_z_load(q8 + pl * k + 64);
+                xa[pl] = _mm512_shuffle_i64x2(a, b, 0x88);
+                xb[pl] = _mm512_shuffle_i64x2(a, b, 0xDD);
+            } else {
+                xa[pl] = xb[pl] = _mm512_setzero_si512();
+            }
+        }
+        const size_t at = (size_t)(i / 4) * group;
+#pragma GCC unroll 2
+        for (int h = 0; h < nq; h++) {
+            const uint8_t *wq = w + (size_t)(4 * h) * w_stride + at;
+            __m512i p[4];
+            __m128i hr[4];
+#pragma GCC unroll 4
+            for (int r = 0; r < 4; r++) {
+                const uint8_t *wb = wq + (size_t)r * w_stride;
+                if (CPU_QD_PREFETCH > 0) {
+                    _mm_prefetch((const char *)wb + pf_ahead, _MM_HINT_T1);
+                    _mm_prefetch((const char *)wb + pf_ahead + 64, _MM_HINT_T1);
+                }
+                __m512i v;
+                if (packed) {
+                    v = cpu_z_load(wb + head);
+                } else {
+                    /* The quants of the four blocks in the packed order, and
+                     * the headers (Q4_0: d of each; Q4_1: its (d, m) pair). */
+                    const __m512i a = cpu_z_load(wb);
+                    const __m512i b = _mm512_castsi128_si512(
+                        kind == CPU_QD_Q4_0 ? _mm_loadl_epi64((const __m128i *)(wb + 64))
+                                            : _mm_loadu_si128((const __m128i *)(wb + 64)));
+                    v = _mm512_permutex2var_epi16(a, q4_quants, b);
+                    hr[r] = _mm512_castsi512_si128(_mm512_permutexvar_epi16(q4_heads, a));
+                }
+                const __m512i ua = _mm512_and_si512(v, low4);
+#if CPU_Z_GFNI
+                /* Each byte shifted right by 4: output bit j is input bit j + 4. */
+                const __m512i ub = _mm512_gf2p8affine_epi64_epi8(
+                    v, _mm512_set1_epi64((long long)0x1020408000000000ull), 0);
+#else
+                const __m512i ub = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+#endif
+                __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ua, xa[0]);
+                s = _mm512_dpbusd_epi32(s, ub, xb[0]);
+                if (planes == 2) {
+                    s = _mm512_dpbusd_epi32(_mm512_slli_epi32(s, 7), ua, xa[1]);
+                    s = _mm512_dpbusd_epi32(s, ub, xb[1]);
+                }
+                p[r] = s;
+            }
+            /* Each 128-bit lane b: the sums of rows 0..3 over block b. */
+            const __m512i t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(p[0], p[1]),
+                                                 _mm512_unpackhi_epi32(p[0], p[1]));
+            const __m512i t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(p[2], p[3]),
+                                                 _mm512_unpackhi_epi32(p[2], p[3]));
+            const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23),
+                                               _mm512_unpackhi_epi64(t01, t23));
+            const __m512 f = _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(to_rb, u));
+            __m512 d, m;
+            if (packed) {
+#pragma GCC unroll 4
+                for (int r = 0; r < 4; r++)
+                    hr[r] = kind == CPU_QD_Q4_0
+                                ? _mm_loadl_epi64((const __m128i *)(wq + (size_t)r * w_stride))
+                                : _mm_loadu_si128((const __m128i *)(wq + (size_t)r * w_stride));
+            }
+            if (kind == CPU_QD_Q4_0) {
+                const __m256i hd = _mm256_inserti128_si256(
+                    _mm256_castsi128_si256(_mm_unpacklo_epi64(hr[0], hr[1])),
+                    _mm_unpacklo_epi64(hr[2], hr[3]), 1);
+                d = m = _mm512_cvtph_ps(hd);
+            } else {
+                /* Four (d, m) pairs a row: d the low half of each 32-bit word. */
+                __m512i hdm = _mm512_castsi128_si512(hr[0]);
+                hdm = _mm512_inserti32x4(hdm, hr[1], 1);
+                hdm = _mm512_inserti32x4(hdm, hr[2], 2);
+                hdm = _mm512_inserti32x4(hdm, hr[3], 3);
+                d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(hdm));
+                m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(hdm, 16)));
+            }
+            acc[h] = _mm512_fmadd_ps(f, _mm512_mul_ps(d, dx), acc[h]);
+            mins[h] = _mm512_fmadd_ps(m, ds, mins[h]);
+        }
+    }
+    const __m512 mf = _mm512_set1_ps(cpu_qd_min_factor(kind));
+#pragma GCC unroll 2
+    for (int h = 0; h < nq; h++) {
+        const __m512 a = _mm512_fmadd_ps(mins[h], mf, acc[h]);
+        __m128 r0 = _mm512_extractf32x4_ps(a, 0), r1 = _mm512_extractf32x4_ps(a, 1);
+        __m128 r2 = _mm512_extractf32x4_ps(a, 2), r3 = _mm512_extractf32x4_ps(a, 3);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        __m128 sum = _mm_add_ps(_mm_add_ps(r0, r1), _mm_add_ps(r2, r3));
+        float o[4];
+        _mm_storeu_ps(o, sum);
+        /* Blocks past the last group of four keep the plain layout. */
+        const uint8_t *wt = w + (size_t)(4 * h) * w_stride + (size_t)(i / 4) * group;
+        for (int r = 0; r < 4; r++) {
+            for (int64_t j = i; j < nb; j++)
+                o[r] += cpu_qd_tail_block(kind, wt + (size_t)r * w_stride + (size_t)(j - i) * bytes,
+                                          q + j * SY_QK, sc + 2 * j, planes, k);
+            out[4 * h + r] = o[r];
+        }
+    }
+}
+
+#define CPU_Z_QDOT_ROWS4(name, kind, packed)                                                  \
+    CPU_QD_EXPORT void cpu_avx512z_##name(CPU_QDOT_ROWS_ARGS)                                 \
+    {                                                                                         \
+        const float *sc = cpu_q8_scales(x, k, planes);                                        \
+        const uint8_t *wn = w;                                                                \
+        int64_t n = 0;                                                                        \
+        for (; n + 8 <= rows; n += 8) {                                                       \
+            if (planes == 2)                                                                  \
+                cpu_z_rows4(kind, 2, wn + (size_t)n * w_stride, w_stride, x, sc, k, 2,        \
+                            out + n, packed);                                                 \
+            else                                                                              \
+                cpu_z_rows4(kind, 2, wn + (size_t)n * w_stride, w_stride, x, sc, k, 1,        \
+                            out + n, packed);                                                 \
+        }                                                                                     \
+        if (n + 4 <= rows) {                                                                  \
+            if (planes == 2)                                                                  \
+                cpu_z_rows4(kind, 1, wn + (size_t)n * w_stride, w_stride, x, sc, k, 2,        \
+                            out + n, packed);                                                 \
+            else                                                                              \
+                cpu_z_rows4(kind, 1, wn + (size_t)n * w_stride, w_stride, x, sc, k, 1,        \
+                            out + n, packed);                                                 \
+            n += 4;                                                                           \
+        }                                                                                     \
+        for (; n < rows; n++) {                                                               \
+            if (planes == 2)                                                                  \
+                cpu_z_rows1(kind, 1, wn + (size_t)n * w_stride, w_stride, x, sc, k, 2,        \
+                            out + n, packed);                                                 \
+            else                                                                              \
+                cpu_z_rows1(kind, 1, wn + (size_t)n * w_stride, w_stride, x, sc, k, 1,        \
+                            out + n, packed);                                                 \
+        }                                                                                     \
+    }
+
 #define CPU_Z_QDOT_ROWS(name, kind, packed)                                                   \
     CPU_QD_EXPORT void cpu_avx512z_##name(CPU_QDOT_ROWS_ARGS)                                 \
     {                                                                                         \
@@ -350,11 +543,11 @@ CPU_QD void cpu_z_rows1(enum cpu_qd_kind kind, const int nr, const uint8_t *w, s
         }                                                                                     \
     }
 
-CPU_Z_QDOT_ROWS(qdot_rows_q4_0, CPU_QD_Q4_0, false)
-CPU_Z_QDOT_ROWS(qdot_rows_q4_1, CPU_QD_Q4_1, false)
+CPU_Z_QDOT_ROWS4(qdot_rows_q4_0, CPU_QD_Q4_0, false)
+CPU_Z_QDOT_ROWS4(qdot_rows_q4_1, CPU_QD_Q4_1, false)
 CPU_Z_QDOT_ROWS(qdot_rows_q8_0, CPU_QD_Q8_0, false)
-CPU_Z_QDOT_ROWS(qdot_rows_q4_0_packed, CPU_QD_Q4_0, true)
-CPU_Z_QDOT_ROWS(qdot_rows_q4_1_packed, CPU_QD_Q4_1, true)
+CPU_Z_QDOT_ROWS4(qdot_rows_q4_0_packed, CPU_QD_Q4_0, true)
+CPU_Z_QDOT_ROWS4(qdot_rows_q4_1_packed, CPU_QD_Q4_1, true)
 
 /* ------------------------------------------------ 512-bit prefill GEMM */
 
