@@ -14,7 +14,7 @@ $cc ${VARIANT_CFLAGS:-} $flags -c "$root/bench/qdot_variant.c" -o "$out-variant.
 $cc $flags \
     "$root/bench/microbench.c" "$p/cpu_threadpool.c" "$p/cpu_isa.c" "$p/cpu_kernels_scalar.c" \
     "$p/cpu_kernels_avx2.c" "$p/cpu_kernels_dequant_avx2.c" "$p/cpu_kernels_qdot_scalar.c" "$p/cpu_kernels_qdot_avx2.c" \
-    "$p/cpu_kernels_qdot_avxvnni.c" "$p/cpu_kernels_qdot_avx512.c" "$root/ops/quants.c" \
+    "$p/cpu_kernels_qdot_avxvnni.c" "$p/cpu_kernels_qdot_avx512.c" "$p/cpu_kernels_qrows_gfni.c" "$root/ops/quants.c" \
     "$out-variant.o" \
     -o "$out" $(pkg-config --cflags --libs hwloc) -lpthread -lm
 exec "$out" "$@"

@@ -2,7 +2,7 @@
  * self-test.  Environment variables are read once, here, at init:
  *   SWITCHYARD_THREADS   lanes of the thread pool (default: physical cores)
  *   SWITCHYARD_CPU_ISA   inner-kernel table: auto (default), scalar, avx2,
- *                        avxvnni, avx512
+ *                        avxvnni, avx512, avx512gfni
  *   SWITCHYARD_CPU_PIN   0: leave worker threads unpinned (default: pinned)
  *   SWITCHYARD_CPU_SPIN_US  microseconds an idle worker spins for the next
  *                        dispatch before it sleeps (0..1000000); unset,

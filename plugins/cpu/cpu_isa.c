@@ -24,6 +24,9 @@ void cpu_isa_detect(cpu_isa_features *out)
     out->avx512bw = __builtin_cpu_supports("avx512bw");
     out->avx512vl = __builtin_cpu_supports("avx512vl");
     out->avx512vnni = __builtin_cpu_supports("avx512vnni");
+    /* GFNI: CPUID leaf 7, sub-leaf 0, ECX bit 8. */
+    unsigned a70, b70, c70, d70;
+    out->gfni = __get_cpuid_count(7, 0, &a70, &b70, &c70, &d70) && (c70 & (1u << 8));
     /* AVX-VNNI: CPUID leaf 7, sub-leaf 1, EAX bit 4 (it uses the AVX
      * state the avx check above already covers). */
     unsigned a7, b7, c7, d7;
@@ -61,6 +64,7 @@ void cpu_isa_format(const cpu_isa_features *f, char *out_text, size_t size)
         {offsetof(cpu_isa_features, avx512bw), "avx512bw"},
         {offsetof(cpu_isa_features, avx512vl), "avx512vl"},
         {offsetof(cpu_isa_features, avx512vnni), "avx512vnni"},
+        {offsetof(cpu_isa_features, gfni), "gfni"},
         {offsetof(cpu_isa_features, avxvnni), "avxvnni"},
         {offsetof(cpu_isa_features, neon), "neon"},
         {offsetof(cpu_isa_features, dotprod), "dotprod"},
@@ -98,6 +102,11 @@ static bool cpu_isa_can_run_avx512(const cpu_isa_features *f)
            f->avx512vnni && cpu_isa_avx512_table() != NULL;
 }
 
+static bool cpu_isa_can_run_avx512gfni(const cpu_isa_features *f)
+{
+    return cpu_isa_can_run_avx512(f) && f->gfni && cpu_isa_avx512gfni_table() != NULL;
+}
+
 static bool cpu_isa_can_run_neon(const cpu_isa_features *f)
 {
     return f->neon && cpu_isa_neon_table() != NULL;
@@ -117,6 +126,7 @@ sy_status cpu_isa_select(const cpu_isa_features *f, const char *request,
         const cpu_isa_table *(*table)(void);
     } levels[] = {
         /* Best first: auto takes the first one the CPU runs. */
+        {"avx512gfni", cpu_isa_can_run_avx512gfni, cpu_isa_avx512gfni_table},
         {"avx512", cpu_isa_can_run_avx512, cpu_isa_avx512_table},
         {"avxvnni", cpu_isa_can_run_avxvnni, cpu_isa_avxvnni_table},
         {"avx2", cpu_isa_can_run_avx2, cpu_isa_avx2_table},

@@ -2,17 +2,19 @@
  *
  * The outer kernels (cpu_kernels_*.c) are plain C; everything that touches
  * vector registers goes through a cpu_isa_table chosen once at init.  The
- * scalar table always exists; on x86 there are three more, each used when
+ * scalar table always exists; on x86 there are four more, each used when
  * the CPU has its features (every function carries its own target
  * attribute, so the plugin builds with the project's default flags):
  *   avx2     AVX2 + FMA + F16C (cpu_kernels_avx2.c, cpu_kernels_qdot_avx2.c)
  *   avxvnni  avx2 with the VEX vpdpbusd in the quantized dot products
  *   avx512   avx2 with AVX-512 F/BW/VL/VNNI in the quantized dot products
+ *   avx512gfni  avx512 with GFNI in the Q4_0/Q4_1 decode rows
+ *            (cpu_kernels_qrows_gfni.c)
  * On AArch64 (cpu_kernels_neon.c):
  *   neon     Advanced SIMD float kernels and Q8_0/Q4_0/Q4_1 dot products
  *   dotprod  neon with SDOT in those dot products (Armv8.2 dotprod)
- * $SWITCHYARD_CPU_ISA names a table (scalar, avx2, avxvnni, avx512, neon,
- * dotprod) to
+ * $SWITCHYARD_CPU_ISA names a table (scalar, avx2, avxvnni, avx512,
+ * avx512gfni, neon, dotprod) to
  * force a lower level for testing; auto (the default) takes the best. */
 #ifndef SY_CPU_ISA_H
 #define SY_CPU_ISA_H
@@ -119,7 +121,7 @@ static inline size_t cpu_qgemm_scratch_bytes(int64_t k)
 typedef float (*cpu_fdot_fn)(const void *w, const float *x, int64_t n);
 
 typedef struct cpu_isa_table {
-    const char *name; /* "scalar", "avx2", "avxvnni", "avx512" */
+    const char *name; /* "scalar", "avx2", "avxvnni", "avx512", "avx512gfni", ... */
     /* Returns sum a[i] * b[i]. */
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     /* Returns sum f16(a[i]) * b[i]. */
@@ -186,6 +188,7 @@ typedef struct cpu_isa_features {
     bool avx512bw;
     bool avx512vl;
     bool avx512vnni;
+    bool gfni; /* Galois-field byte affine (Ice Lake and later, Zen 4/5) */
     bool avxvnni;
     bool neon;    /* AArch64 Advanced SIMD */
     bool dotprod; /* Armv8.2 SDOT/UDOT */
@@ -198,8 +201,8 @@ void cpu_isa_detect(cpu_isa_features *out);
 void cpu_isa_format(const cpu_isa_features *f, char *out_text, size_t size);
 
 /* Picks the inner-kernel table for |request| (NULL, "" or "auto": the best
- * table |f| allows; "scalar", "avx2", "avxvnni", "avx512", "neon",
- * "dotprod").  A table the CPU cannot run or an
+ * table |f| allows; "scalar", "avx2", "avxvnni", "avx512", "avx512gfni",
+ * "neon", "dotprod").  A table the CPU cannot run or an
  * unknown name gives SY_E_UNSUPPORTED / SY_E_INVALID_ARG and the scalar
  * table in *out_table, so the caller can warn and go on. */
 sy_status cpu_isa_select(const cpu_isa_features *f, const char *request,
@@ -211,6 +214,7 @@ const cpu_isa_table *cpu_isa_scalar_table(void);
 const cpu_isa_table *cpu_isa_avx2_table(void);
 const cpu_isa_table *cpu_isa_avxvnni_table(void);
 const cpu_isa_table *cpu_isa_avx512_table(void);
+const cpu_isa_table *cpu_isa_avx512gfni_table(void);
 /* NULL unless the plugin was built for AArch64. */
 const cpu_isa_table *cpu_isa_neon_table(void);
 const cpu_isa_table *cpu_isa_dotprod_table(void);

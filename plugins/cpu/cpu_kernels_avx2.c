@@ -519,42 +519,52 @@ static const cpu_isa_table cpu_avxvnni_table = {
     CPU_QGEMM_TABLE_ENTRIES(cpu_avxvnni, cpu_avxvnni_qgemm_q8_0),
 };
 
+/* The avx512 tables: |q4rows| names the set of Q4_0/Q4_1 decode-row
+ * kernels (the GFNI build in avx512gfni). */
+#define CPU_AVX512_ENTRIES(q4rows)                                                               \
+    CPU_AVX2_COMMON_ENTRIES,                                                                     \
+    .dot_rows = cpu_avx512_dot_rows, /* the AVX2 kernels, more registers */                      \
+    .mix_rows = cpu_avx512_mix_rows,                                                             \
+    .quantize_q8 = cpu_avx512_quantize_q8,                                                       \
+    .qdot =                                                                                      \
+        {                                                                                        \
+            [SY_DTYPE_Q8_0] = cpu_avx512z_qdot_q8_0,                                             \
+            [SY_DTYPE_Q4_0] = cpu_avx512z_qdot_q4_0,                                             \
+            [SY_DTYPE_Q4_1] = cpu_avx512z_qdot_q4_1,                                             \
+            [SY_DTYPE_Q5_0] = cpu_avx512z_qdot_q5_0,                                             \
+            [SY_DTYPE_Q5_1] = cpu_avx512z_qdot_q5_1,                                             \
+            [SY_DTYPE_Q4_K] = cpu_avx512_qdot_q4_k,                                              \
+            [SY_DTYPE_Q5_K] = cpu_avx512_qdot_q5_k,                                              \
+            [SY_DTYPE_Q6_K] = cpu_avx512_qdot_q6_k,                                              \
+        },                                                                                       \
+    .qdot_rows = {[SY_DTYPE_Q8_0] = cpu_avx512z_qdot_rows_q8_0, [SY_DTYPE_Q4_0] = q4rows##_q4_0, \
+                  [SY_DTYPE_Q4_1] = q4rows##_q4_1},                                              \
+    .qdot_rows_packed = {[SY_DTYPE_Q4_0] = q4rows##_q4_0_packed,                                 \
+                         [SY_DTYPE_Q4_1] = q4rows##_q4_1_packed},                                \
+    .qgemm_packed = {[SY_DTYPE_Q4_0] = cpu_avx512_qgemm16_q4_0_packed,                           \
+                     [SY_DTYPE_Q4_1] = cpu_avx512_qgemm16_q4_1_packed},                          \
+    .q8_panel = 16,                                                                              \
+    .pack_q8_panel = cpu_avx512_pack_panel16,                                                    \
+    .qgemm =                                                                                     \
+        {                                                                                        \
+            [SY_DTYPE_Q8_0] = cpu_avx512_qgemm16_q8_0,                                           \
+            [SY_DTYPE_Q4_0] = cpu_avx512_qgemm16_q4_0,                                           \
+            [SY_DTYPE_Q4_1] = cpu_avx512_qgemm16_q4_1,                                           \
+            [SY_DTYPE_Q5_0] = cpu_avx512_qgemm16_q5_0,                                           \
+            [SY_DTYPE_Q5_1] = cpu_avx512_qgemm16_q5_1,                                           \
+            [SY_DTYPE_Q4_K] = cpu_avx512_qgemm16_q4_k,                                           \
+            [SY_DTYPE_Q5_K] = cpu_avx512_qgemm16_q5_k,                                           \
+            [SY_DTYPE_Q6_K] = cpu_avx512_qgemm16_q6_k,                                           \
+        },
+
 static const cpu_isa_table cpu_avx512_table = {
     .name = "avx512",
-    CPU_AVX2_COMMON_ENTRIES,
-    .dot_rows = cpu_avx512_dot_rows, /* the AVX2 kernels, more registers */
-    .mix_rows = cpu_avx512_mix_rows,
-    .quantize_q8 = cpu_avx512_quantize_q8,
-    .qdot =
-        {
-            [SY_DTYPE_Q8_0] = cpu_avx512z_qdot_q8_0,
-            [SY_DTYPE_Q4_0] = cpu_avx512z_qdot_q4_0,
-            [SY_DTYPE_Q4_1] = cpu_avx512z_qdot_q4_1,
-            [SY_DTYPE_Q5_0] = cpu_avx512z_qdot_q5_0,
-            [SY_DTYPE_Q5_1] = cpu_avx512z_qdot_q5_1,
-            [SY_DTYPE_Q4_K] = cpu_avx512_qdot_q4_k,
-            [SY_DTYPE_Q5_K] = cpu_avx512_qdot_q5_k,
-            [SY_DTYPE_Q6_K] = cpu_avx512_qdot_q6_k,
-        },
-    .qdot_rows = {[SY_DTYPE_Q8_0] = cpu_avx512z_qdot_rows_q8_0, [SY_DTYPE_Q4_0] = cpu_avx512z_qdot_rows_q4_0,
-                  [SY_DTYPE_Q4_1] = cpu_avx512z_qdot_rows_q4_1},
-    .qdot_rows_packed = {[SY_DTYPE_Q4_0] = cpu_avx512z_qdot_rows_q4_0_packed,
-                         [SY_DTYPE_Q4_1] = cpu_avx512z_qdot_rows_q4_1_packed},
-    .qgemm_packed = {[SY_DTYPE_Q4_0] = cpu_avx512_qgemm16_q4_0_packed,
-                     [SY_DTYPE_Q4_1] = cpu_avx512_qgemm16_q4_1_packed},
-    .q8_panel = 16,
-    .pack_q8_panel = cpu_avx512_pack_panel16,
-    .qgemm =
-        {
-            [SY_DTYPE_Q8_0] = cpu_avx512_qgemm16_q8_0,
-            [SY_DTYPE_Q4_0] = cpu_avx512_qgemm16_q4_0,
-            [SY_DTYPE_Q4_1] = cpu_avx512_qgemm16_q4_1,
-            [SY_DTYPE_Q5_0] = cpu_avx512_qgemm16_q5_0,
-            [SY_DTYPE_Q5_1] = cpu_avx512_qgemm16_q5_1,
-            [SY_DTYPE_Q4_K] = cpu_avx512_qgemm16_q4_k,
-            [SY_DTYPE_Q5_K] = cpu_avx512_qgemm16_q5_k,
-            [SY_DTYPE_Q6_K] = cpu_avx512_qgemm16_q6_k,
-        },
+    CPU_AVX512_ENTRIES(cpu_avx512z_qdot_rows)
+};
+
+static const cpu_isa_table cpu_avx512gfni_table = {
+    .name = "avx512gfni",
+    CPU_AVX512_ENTRIES(cpu_avx512g_qdot_rows)
 };
 
 const cpu_isa_table *cpu_isa_avx2_table(void)
@@ -572,6 +582,11 @@ const cpu_isa_table *cpu_isa_avx512_table(void)
     return &cpu_avx512_table;
 }
 
+const cpu_isa_table *cpu_isa_avx512gfni_table(void)
+{
+    return &cpu_avx512gfni_table;
+}
+
 #else
 
 const cpu_isa_table *cpu_isa_avx2_table(void)
@@ -585,6 +600,11 @@ const cpu_isa_table *cpu_isa_avxvnni_table(void)
 }
 
 const cpu_isa_table *cpu_isa_avx512_table(void)
+{
+    return NULL;
+}
+
+const cpu_isa_table *cpu_isa_avx512gfni_table(void)
 {
     return NULL;
 }

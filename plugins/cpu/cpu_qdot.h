@@ -66,6 +66,11 @@ void cpu_avx512z_qdot_rows_q4_1(CPU_QDOT_ROWS_ARGS);
 void cpu_avx512z_qdot_rows_q4_0_packed(CPU_QDOT_ROWS_ARGS);
 void cpu_avx512z_qdot_rows_q4_1_packed(CPU_QDOT_ROWS_ARGS);
 void cpu_avx512z_qdot_rows_q8_0(CPU_QDOT_ROWS_ARGS);
+/* The Q4 ones again, built with GFNI (the avx512gfni set). */
+void cpu_avx512g_qdot_rows_q4_0(CPU_QDOT_ROWS_ARGS);
+void cpu_avx512g_qdot_rows_q4_1(CPU_QDOT_ROWS_ARGS);
+void cpu_avx512g_qdot_rows_q4_0_packed(CPU_QDOT_ROWS_ARGS);
+void cpu_avx512g_qdot_rows_q4_1_packed(CPU_QDOT_ROWS_ARGS);
 /* The 512-bit GEMM of the avx512 set: panels of 16 columns. */
 void cpu_avx512_pack_panel16(const void *cols, size_t col_stride, int nc, int64_t k, int planes,
                              void *panel);

@@ -1,5 +1,5 @@
 /* Weight repacking (layout: cpu_repack.h): a weight whose dtype the ISA table has packed kernels
- * for (qdot_rows_packed and qgemm_packed: the avx512 table's Q4_0 and
+ * for (qdot_rows_packed and qgemm_packed: the avx512 tables' Q4_0 and
  * Q4_1) is copied once, at its first matmul, into a layout those kernels
  * read with plain vector loads, and every matmul on it reads the copy.
  *

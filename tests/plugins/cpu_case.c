@@ -129,8 +129,8 @@ const tol TOL_EXACT = {0.0, 0.0};
 const run_cfg run_cfgs[N_RUN_CFGS] = {
     {"scalar", "1"}, {"scalar", "2"},  {"scalar", "3"}, {"avx2", "1"},
     {"avx2", "2"},   {"avx2", "3"},    {"avxvnni", "2"}, {"avx512", "2"},
-    {"neon", "2"},   {"dotprod", "2"}, {"auto", "1"},   {"auto", "2"},
-    {"auto", "3"},
+    {"avx512gfni", "2"}, {"neon", "2"}, {"dotprod", "2"}, {"auto", "1"},
+    {"auto", "2"},   {"auto", "3"},
 };
 
 void tc_begin(tcase *tc, const char *fmt, ...)
@@ -376,8 +376,8 @@ int64_t row_for(sy_dtype t)
 
 const cpu_isa_table *tc_simd_table(size_t i)
 {
-    static const char *const names[TC_SIMD_TABLES] = {"avx2", "avxvnni", "avx512", "neon",
-                                                      "dotprod"};
+    static const char *const names[TC_SIMD_TABLES] = {"avx2", "avxvnni",    "avx512",
+                                                      "avx512gfni", "neon", "dotprod"};
     cpu_isa_features f;
     cpu_isa_detect(&f);
     const cpu_isa_table *t = NULL;

@@ -31,7 +31,7 @@ typedef struct run_cfg {
     const char *threads;
 } run_cfg;
 
-#define N_RUN_CFGS 13
+#define N_RUN_CFGS 14
 extern const run_cfg run_cfgs[N_RUN_CFGS];
 
 #define N_ALL_DTYPES 10
@@ -101,9 +101,9 @@ void tc_run(tcase *tc, tol tl);
 int64_t row_for(sy_dtype t);
 
 /* The kernel-table tests (test_cpu_qdot.c, test_cpu_attn_rows.c): the
- * i-th of the TC_SIMD_TABLES SIMD tables (avx2, avxvnni, avx512, neon,
- * dotprod), or NULL where this CPU cannot run it. */
-#define TC_SIMD_TABLES 5
+ * i-th of the TC_SIMD_TABLES SIMD tables (avx2, avxvnni, avx512,
+ * avx512gfni, neon, dotprod), or NULL where this CPU cannot run it. */
+#define TC_SIMD_TABLES 6
 const struct cpu_isa_table *tc_simd_table(size_t i);
 /* 64-byte aligned memory (free() it); fails the test when out of memory. */
 void *tc_xalloc(size_t size);

@@ -1,7 +1,7 @@
 /* Conformance of the CPU plugin: every op on every dtype it takes, run
  * through the runtime on the "cpu" device with every inner-kernel table
- * the machine runs (SWITCHYARD_CPU_ISA=scalar, avx2, avxvnni, avx512 and
- * auto) and 1, 2 and 3 threads (cpu_case.c: run_cfgs), compared with the
+ * the machine runs (SWITCHYARD_CPU_ISA=scalar, avx2, avxvnni, avx512,
+ * avx512gfni and auto) and 1, 2 and 3 threads (cpu_case.c: run_cfgs), compared with the
  * reference kernels (the ground truth).  Inputs
  * are random from a fresh seed per test, printed in every failure. */
 #include <criterion/criterion.h>

@@ -41,9 +41,10 @@ avx2, avxvnni and avx512 kernels; Q8_0 1.2e-2, 63/64 with one near-tie).
 Every weight-type case (not the KV ones) runs first with the CPU plugin's
 default kernels (the best ISA level this CPU has), then again with each
 other level forced through SWITCHYARD_CPU_ISA, against the same reference
-logits: the synth models at every level (scalar, avx2, avxvnni, avx512),
-the real models at the SIMD levels (the scalar kernels take about two
-minutes per real model here; the synth cases cover their arithmetic).  A
+logits: the synth models at every level (scalar, avx2, avxvnni, avx512,
+avx512gfni), the real models at the SIMD levels (the scalar kernels take
+about two minutes per real model here; the synth cases cover their
+arithmetic).  A
 level the CPU cannot run is skipped; SY_ORACLE_ISAS overrides the list for
 every case ("" for the default kernels only).
 
@@ -76,7 +77,7 @@ def run(cmd):
     return subprocess.run(cmd, check=False, capture_output=True, text=True)
 
 
-ISA_LEVELS = ("scalar", "avx2", "avxvnni", "avx512")
+ISA_LEVELS = ("scalar", "avx2", "avxvnni", "avx512", "avx512gfni")
 
 
 class LevelUnavailable(Exception):
