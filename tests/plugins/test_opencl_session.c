@@ -27,9 +27,12 @@ static bool on_token(void *user, int32_t token, const char *text, size_t len)
     return true;
 }
 
-/* Generates greedily on |devices| with |policy|; checks the device's memory. */
-static void generate(sy_model *m, sy_runtime *rt, const char *devices, const char *policy,
-                     sy_dtype kv, collected *out)
+static const int32_t prompt[] = {1, 504, 3327, 28, 4730, 30};
+#define N_PROMPT (sizeof prompt / sizeof prompt[0])
+
+/* A session of 64 positions on |devices| with |policy| and a |kv| cache. */
+static sy_session *open_session(sy_model *m, sy_runtime *rt, const char *devices,
+                                const char *policy, sy_dtype kv)
 {
     sy_session_options so;
     sy_session_options_init(&so);
@@ -39,13 +42,20 @@ static void generate(sy_model *m, sy_runtime *rt, const char *devices, const cha
     so.policy = policy;
     sy_session *s = NULL;
     cr_assert_eq(sy_session_create(m, &so, &s), SY_OK, "%s", sy_runtime_last_error(rt));
+    return s;
+}
+
+/* Generates greedily on |devices| with |policy|; checks the device's memory. */
+static void generate(sy_model *m, sy_runtime *rt, const char *devices, const char *policy,
+                     sy_dtype kv, collected *out)
+{
+    sy_session *s = open_session(m, rt, devices, policy, kv);
     sy_generate_params gp;
     sy_generate_params_init(&gp);
     gp.n_predict = N_GEN;
     gp.temperature = 0.0f;
-    const int32_t prompt[] = {1, 504, 3327, 28, 4730, 30};
     memset(out, 0, sizeof *out);
-    cr_assert_eq(sy_session_generate(s, prompt, 6, &gp, on_token, out), SY_OK, "%s",
+    cr_assert_eq(sy_session_generate(s, prompt, N_PROMPT, &gp, on_token, out), SY_OK, "%s",
                  sy_session_last_error(s));
     sy_memory_plan plan;
     sy_memory_usage use;
@@ -87,18 +97,10 @@ static void forced_tokens(sy_model *m, sy_runtime *rt, const char *devices, cons
 {
     sy_model_info info;
     cr_assert_eq(sy_model_query_info(m, &info), SY_OK);
-    sy_session_options so;
-    sy_session_options_init(&so);
-    so.n_ctx = 64;
-    so.kv_type = kv;
-    so.devices = devices;
-    so.policy = policy;
-    sy_session *s = NULL;
-    cr_assert_eq(sy_session_create(m, &so, &s), SY_OK, "%s", sy_runtime_last_error(rt));
+    sy_session *s = open_session(m, rt, devices, policy, kv);
     float *logits = malloc((size_t)info.n_vocab * sizeof *logits);
     cr_assert_not_null(logits);
-    const int32_t prompt[] = {1, 504, 3327, 28, 4730, 30};
-    cr_assert_eq(sy_session_eval(s, prompt, 6, false, logits), SY_OK, "%s",
+    cr_assert_eq(sy_session_eval(s, prompt, N_PROMPT, false, logits), SY_OK, "%s",
                  sy_session_last_error(s));
     uint32_t ties = 0;
     for (uint32_t i = 0; i < cpu->n; i++) {
