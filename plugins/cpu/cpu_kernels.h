@@ -73,6 +73,7 @@ struct cpu_qkv_chain {
     bool neox;
     uint32_t kv_dtype;
     uint32_t kv_slot; /* the KV write's bytes in the epilogue's written list */
+    const char *kv_base; /* the cache's position 0 (prefetches of its past rows) */
 };
 struct cpu_epilogue {
     cpu_state *s;
