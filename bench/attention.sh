@@ -44,12 +44,15 @@ for src in "$@"; do
         dir=$src
         src=$src/cpu_kernels_attention.c
     fi
+    # Kernel tables added since some older checkouts.
+    extra=
+    [ ! -f "$dir/cpu_kernels_qrows_gfni.c" ] || extra=$dir/cpu_kernels_qrows_gfni.c
     # shellcheck disable=SC2086
     $cc -I"$dir" $flags "$root/bench/attention_bench.c" "$src" "$dir/cpu_threadpool.c" \
         "$dir/cpu_isa.c" "$dir/cpu_kernels_scalar.c" "$dir/cpu_kernels_avx2.c" \
         "$dir/cpu_kernels_dequant_avx2.c" "$dir/cpu_kernels_qdot_scalar.c" \
         "$dir/cpu_kernels_qdot_avx2.c" "$dir/cpu_kernels_qdot_avxvnni.c" \
-        "$dir/cpu_kernels_qdot_avx512.c" "$root/ops/quants.c" \
+        "$dir/cpu_kernels_qdot_avx512.c" $extra "$root/ops/quants.c" \
         -o "$out/bench$i" $(pkg-config --cflags --libs hwloc) -lpthread -lm
 done
 for r in $(seq "$rounds"); do
