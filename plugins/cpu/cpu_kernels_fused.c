@@ -230,6 +230,10 @@ static void cpu_epilogue_prefetch_past(const cpu_epilogue *e)
             p = end - CPU_QKV_PAST_BYTES;
         for (p -= p % CPU_QKV_LINE; p < end; p += CPU_QKV_LINE)
             __builtin_prefetch((const void *)p, 0, 2);
+        /* The row this step writes, to be written. */
+        const uintptr_t row_end = end + (uintptr_t)(c->y->ne[0] / c->d) * c->kv_rows.y_nb;
+        for (p = end - end % CPU_QKV_LINE; p < row_end; p += CPU_QKV_LINE)
+            __builtin_prefetch((const void *)p, 1, 2);
     }
 }
 
