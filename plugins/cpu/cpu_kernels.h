@@ -40,6 +40,13 @@ typedef struct cpu_matmul_job cpu_matmul_job;
 size_t cpu_matmul_job_size(void);
 sy_status cpu_matmul_job_build(cpu_state *s, const sy_node *const *nodes, uint32_t n,
                                const cpu_epilogue *epi, cpu_matmul_job *j, const char **out_why);
+/* Byte ranges the next run of a job prefetches at most. */
+#define CPU_MATMUL_PF_MAX (2 * CPU_MATMUL_GROUP_MAX + 1)
+/* Adds [at, at + bytes) to what the next run of |j| prefetches (for
+ * writing where |write|): on the calling lane once the job is out, for
+ * the steps after it (a cache's past rows, a norm's weight row).  Past
+ * CPU_MATMUL_PF_MAX ranges, dropped.  Each run empties the list. */
+void cpu_matmul_job_prefetch(cpu_matmul_job *j, const void *at, size_t bytes, bool write);
 /* The job's epilogue, to be taken again in place, or NULL when it has none. */
 cpu_epilogue *cpu_matmul_job_epilogue(cpu_matmul_job *j);
 sy_status cpu_matmul_job_run(cpu_state *s, cpu_matmul_job *j);
@@ -101,6 +108,9 @@ bool cpu_epilogue_take(cpu_epilogue *e, const sy_node *node);
 bool cpu_epilogue_move_kv(cpu_epilogue *e, const sy_node *node);
 /* Readies an epilogue (head counters). */
 sy_status cpu_epilogue_ready(cpu_epilogue *e);
+/* Adds to |j|'s prefetch list the cache bytes the steps after the group
+ * read and write: each KV write's row and the cache's newest past rows. */
+void cpu_epilogue_prefetch(const cpu_epilogue *e, cpu_matmul_job *j);
 /* Rows [n0, n1) of member |m|'s output are done (by the calling lane). */
 void cpu_epilogue_tile_done(cpu_epilogue *e, uint32_t m, int64_t n0, int64_t n1);
 /* cpu_kernels_elementwise.c: ADD, MUL, SCALE, SILU, GELU, SWIGLU, GEGLU */

@@ -210,30 +210,26 @@ bool cpu_epilogue_take(cpu_epilogue *e, const sy_node *node)
     return false;
 }
 
-/* Asks for the newest CPU_QKV_PAST_BYTES of each cache's rows before the
- * one this step writes (prefetcht1, into the calling lane's L2): the
- * attention after the group reads them, on the calling lane below
- * CPU_ATT_CHUNK_MIN * 2 positions, and found them in memory, a miss
- * chain of its own after the weights streamed through every cache.
+/* The attention after the group reads the newest CPU_QKV_PAST_BYTES of
+ * each cache's rows before the one this step writes, on the calling lane
+ * below 2 * CPU_ATT_CHUNK_MIN positions, and found them in memory, a miss
+ * chain of its own after the weights streamed through every cache; and
+ * the row each KV write stores missed too.  Asked for on the calling lane
+ * as the job starts (prefetcht1 into its L2; prefetchw for the row).
  * SmolLM2 tg128 (positions 0-127), TSC cycles per layer, 3 runs each at 1
  * and 2 threads: attention 22-27k -> 13-15k, the group's job 43-56k ->
  * 51-62k (the rows' bandwidth, now paid there), both 64-84k -> 62-77k. */
-static void cpu_epilogue_prefetch_past(const cpu_epilogue *e)
+void cpu_epilogue_prefetch(const cpu_epilogue *e, cpu_matmul_job *j)
 {
     for (uint32_t m = 0; m < e->n; m++) {
         const struct cpu_qkv_chain *c = &e->chain[m];
         if (!c->kv)
             continue;
-        const uintptr_t end = (uintptr_t)c->kv_rows.y;
-        uintptr_t p = (uintptr_t)c->kv_base;
-        if (end - p > CPU_QKV_PAST_BYTES)
-            p = end - CPU_QKV_PAST_BYTES;
-        for (p -= p % CPU_QKV_LINE; p < end; p += CPU_QKV_LINE)
-            __builtin_prefetch((const void *)p, 0, 2);
-        /* The row this step writes, to be written. */
-        const uintptr_t row_end = end + (uintptr_t)(c->y->ne[0] / c->d) * c->kv_rows.y_nb;
-        for (p = end - end % CPU_QKV_LINE; p < row_end; p += CPU_QKV_LINE)
-            __builtin_prefetch((const void *)p, 1, 2);
+        const char *row = c->kv_rows.y;
+        const size_t past = (size_t)(row - c->kv_base);
+        const size_t take = past < CPU_QKV_PAST_BYTES ? past : CPU_QKV_PAST_BYTES;
+        cpu_matmul_job_prefetch(j, row - take, take, false);
+        cpu_matmul_job_prefetch(j, row, (size_t)(c->y->ne[0] / c->d) * c->kv_rows.y_nb, true);
     }
 }
 
@@ -280,7 +276,6 @@ sy_status cpu_epilogue_ready(cpu_epilogue *e)
         c->done = done;
         done += c->y->ne[0] / c->d * CPU_QKV_SLOT;
     }
-    cpu_epilogue_prefetch_past(e);
     if (!s->qkv_logged) {
         s->qkv_logged = true;
         cpu_log(s, SY_LOG_DEBUG, "rope and kv_write after the matmul group of '%s' run in its "

@@ -476,7 +476,32 @@ typedef struct cpu_matmul_group {
     int64_t end[CPU_MATMUL_GROUP_MAX]; /* one past each member's last item */
     uint32_t n;
     cpu_epilogue *epi; /* or NULL */
+    /* Bytes the calling lane prefetches once the job is out
+     * (cpu_matmul_job_prefetch); n_pf of them, for one run. */
+    struct cpu_matmul_pf {
+        const char *at;
+        size_t bytes;
+        bool write;
+    } pf[CPU_MATMUL_PF_MAX];
+    uint32_t n_pf;
 } cpu_matmul_group;
+
+/* Asks for the lines of the group's prefetch list: on the calling lane,
+ * in its first claim, after the job's publication, so the other lanes
+ * start their share while these load (a burst before it kept them waiting
+ * for the bytes to arrive). */
+static void cpu_matmul_group_prefetch(const cpu_matmul_group *g)
+{
+    for (uint32_t i = 0; i < g->n_pf; i++) {
+        const uintptr_t a = (uintptr_t)g->pf[i].at, end = a + g->pf[i].bytes;
+        for (uintptr_t p = a - a % 64; p < end; p += 64) {
+            if (g->pf[i].write)
+                __builtin_prefetch((const void *)p, 1, 2);
+            else
+                __builtin_prefetch((const void *)p, 0, 2);
+        }
+    }
+}
 
 /* Tiles [first, end) of member |c|: one call of the rows kernel where
  * they are the rows of one column (a decode), else tile by tile. */
@@ -507,6 +532,9 @@ static void cpu_matmul_tiles(const cpu_matmul_ctx *c, int64_t first, int64_t end
 static void cpu_matmul_group_items(void *arg, int64_t first, int64_t end, uint32_t lane)
 {
     const cpu_matmul_group *g = arg;
+    /* Item 0 is the calling lane's first claim, taken once per run. */
+    if (first == 0 && lane == 0)
+        cpu_matmul_group_prefetch(g);
     uint32_t m = 0;
     while (first >= g->end[m])
         m++;
@@ -565,6 +593,7 @@ sy_status cpu_matmul_job_build(cpu_state *s, const sy_node *const *nodes, uint32
         return SY_E_UNSUPPORTED;
     }
     j->g.n = n;
+    j->g.n_pf = 0;
     int64_t flops = 0;
     for (uint32_t i = 0; i < n; i++) {
         sy_status st = cpu_matmul_setup(s, nodes[i], &j->g.c[i], out_why);
@@ -588,6 +617,14 @@ sy_status cpu_matmul_job_build(cpu_state *s, const sy_node *const *nodes, uint32
     if (epi)
         j->epi = *epi;
     return SY_OK;
+}
+
+void cpu_matmul_job_prefetch(cpu_matmul_job *j, const void *at, size_t bytes, bool write)
+{
+    cpu_matmul_group *g = &j->g;
+    if (!at || !bytes || g->n_pf == CPU_MATMUL_PF_MAX)
+        return;
+    g->pf[g->n_pf++] = (struct cpu_matmul_pf){.at = at, .bytes = bytes, .write = write};
 }
 
 cpu_epilogue *cpu_matmul_job_epilogue(cpu_matmul_job *j)
@@ -627,10 +664,15 @@ sy_status cpu_matmul_job_run(cpu_state *s, cpu_matmul_job *j)
     g->epi = j->has_epi ? &j->epi : NULL;
     if (g->epi) {
         st = cpu_epilogue_ready(g->epi);
-        if (st != SY_OK)
+        if (st == SY_OK)
+            cpu_epilogue_prefetch(g->epi, j);
+        if (st != SY_OK) {
+            g->n_pf = 0;
             return st;
+        }
     }
     cpu_pool_run_items(s->pool, cpu_matmul_group_items, g, g->end[n - 1], claim, j->nth);
+    g->n_pf = 0;
     return SY_OK;
 }
 

@@ -346,12 +346,15 @@ static sy_status cpu_program_run(cpu_state *s, cpu_program *p)
         /* The next step's weight row, while this one runs: a norm's weight
          * row read after a job has streamed the weights through every
          * cache came from memory, with a page walk, in its multiply
-         * (SmolLM2 decode: 0.8% of the step in cpu_avx2_mul_f32). */
-        if (k + 1 < p->n_steps && p->steps[k + 1].ahead) {
-            const uintptr_t a = (uintptr_t)p->steps[k + 1].ahead;
-            for (uintptr_t b = a - a % 64; b < a + p->steps[k + 1].ahead_bytes; b += 64)
-                __builtin_prefetch((const void *)b, 0, 2);
-        }
+         * (SmolLM2 decode: 0.8% of the step in cpu_avx2_mul_f32).  A job
+         * asks for it once it is out (cpu_matmul_job_prefetch). */
+        const cpu_step *nx = k + 1 < p->n_steps ? &p->steps[k + 1] : NULL;
+        if (nx && nx->ahead && st->kind == CPU_STEP_JOB)
+            cpu_matmul_job_prefetch((cpu_matmul_job *)(p->jobs + st->job * p->job_size),
+                                    nx->ahead, nx->ahead_bytes, false);
+        else if (nx && nx->ahead)
+            for (uint32_t b = 0; b < nx->ahead_bytes; b += 64)
+                __builtin_prefetch(nx->ahead + b, 0, 2);
         if (st->kind == CPU_STEP_NODE) {
             r = cpu_run_node(s, nodes[st->first]);
             if (r != SY_OK)
