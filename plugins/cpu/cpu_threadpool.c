@@ -194,15 +194,23 @@ static unsigned cpu_pool_wait_generation(cpu_pool *pool, unsigned seen)
     return cpu_pool_sleep(pool, seen);
 }
 
-/* Claims and runs chunks until none is left. */
+static void cpu_pool_items_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane);
+
+/* Claims and runs chunks until none is left.  A lane done with one chunk
+ * of an item job has found every range empty (cpu_pool_items_task): the
+ * chunks left would find the same, so it claims no more, and its way out
+ * of the job (the caller waits for it) moves one contended line less. */
 static void cpu_pool_drain(cpu_pool *pool, uint32_t lane)
 {
     const uint32_t n = pool->n_chunks;
+    const bool items = pool->fn == cpu_pool_items_task;
     for (;;) {
         unsigned c = atomic_fetch_add_explicit(&pool->next_chunk, 1, memory_order_relaxed);
         if (c >= n)
             break;
         pool->fn(pool->ctx, c, n, lane);
+        if (items)
+            break;
     }
 }
 
@@ -472,7 +480,9 @@ static void cpu_pool_go(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth,
     if (pre)
         pool->item_fn(pool->item_ctx, pre[0], pre[1], 0);
     fn(ctx, 0, nth, 0);
-    cpu_pool_drain(pool, 0);
+    /* An item job's chunk 0 took what was left of every range. */
+    if (fn != cpu_pool_items_task)
+        cpu_pool_drain(pool, 0);
 
     /* Close the job: latecomers now skip it. */
     uint64_t w = atomic_load_explicit(&pool->job, memory_order_relaxed);
