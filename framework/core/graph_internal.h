@@ -18,6 +18,15 @@ typedef struct sy__graph_undo {
     sy_op_params params;
 } sy__graph_undo;
 
+/* Per node, for the fast path of sy__graph_update_params (graph_update.c)
+ * that moves KV writes and their attentions. */
+typedef struct sy__kv_fast {
+    int64_t max_start;  /* a KV write: its cache's rows less the rows it
+                         * writes; an attention: 0; -1: neither moves fast */
+    uint32_t partner;   /* a KV write: the other one its attention reads */
+    uint32_t attention; /* a KV write: the attention that reads it */
+} sy__kv_fast;
+
 /* The graph itself: private to framework/core (graph.c builds and freezes
  * it, graph_update.c updates a frozen one's parameters). */
 struct sy_graph {
@@ -44,6 +53,8 @@ struct sy_graph {
     bool *pending;             /* per node: reads a tensor this update changed */
     sy__graph_undo *undo;
     uint32_t n_undo, cap_undo;
+    sy__kv_fast *kv_fast; /* per node, with the consumer index */
+    bool kv_fast_stale;   /* an update changed a shape it was worked out from */
     char err[512];
 };
 
@@ -148,7 +159,11 @@ typedef struct sy__node_update {
  * SY_E_SHAPE, SY_E_DTYPE or the catalogue's status; the graph is then as
  * it was and sy_graph_last_error() says why.  The structural digest is
  * recomputed when a shape class or a hashed parameter changed; the layout
- * digest never changes.
+ * digest never changes.  A list that only moves KV writes, each listed
+ * next to the other write its attention reads (moved to the same row),
+ * and the n_past of attentions that read only such writes, each node
+ * once, takes a path that reads none of their inputs (graph_update.c),
+ * with the same result. */
  * Thread-safety: not safe while |g| is read by another thread (planning or
  * running it). */
 sy_status sy__graph_update_params(sy_graph *g, const sy__node_update *ups, uint32_t n);

@@ -1,6 +1,7 @@
 /* Parameter updates of a frozen graph (framework/core/graph_update.c): a
  * session keeps its decode graph and moves the KV write position. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "graph_internal.h"
@@ -174,5 +175,102 @@ Test(graph_update, refuses_an_unfrozen_graph_and_a_node_out_of_range)
     kv_graph k = build(2, false);
     u.node = 99;
     cr_assert_eq(sy__graph_update_params(k.g, &u, 1), SY_E_INVALID_ARG);
+    sy_graph_destroy(k.g);
+}
+
+/* Tensors' shapes, nodes' params, digest and the nodes listed as updated
+ * since the last memo (as a set) are the same in |a| and |b|. */
+static void assert_same_state(kv_graph *a, kv_graph *b, const char *when)
+{
+    cr_assert_eq(sy_graph_tensor_count(a->g), sy_graph_tensor_count(b->g));
+    for (uint32_t i = 0; i < sy_graph_tensor_count(a->g); i++) {
+        const sy_tensor *x = sy_graph_tensor(a->g, i), *y = sy_graph_tensor(b->g, i);
+        cr_assert(memcmp(x->ne, y->ne, sizeof x->ne) == 0 &&
+                      memcmp(x->nb, y->nb, sizeof x->nb) == 0 && x->view_offset == y->view_offset,
+                  "%s: tensor '%s' differs", when, x->name);
+    }
+    for (uint32_t i = 0; i < sy_graph_node_count(a->g); i++)
+        cr_assert(memcmp(&sy_graph_node(a->g, i)->params, &sy_graph_node(b->g, i)->params,
+                         sizeof(sy_op_params)) == 0,
+                  "%s: the params of node %u differ", when, i);
+    uint64_t sa[2], sb[2];
+    sig_of(a->g, sa);
+    sig_of(b->g, sb);
+    cr_assert(sa[0] == sb[0] && sa[1] == sb[1], "%s: the digests differ", when);
+    const uint32_t *da, *db;
+    uint32_t na, nb;
+    const uint64_t key[4] = {1, 2, 3, 4};
+    sy__graph_memo_holds(a->g, key, &da, &na);
+    sy__graph_memo_holds(b->g, key, &db, &nb);
+    cr_assert_eq(na, nb, "%s: %u nodes listed as updated against %u", when, na, nb);
+    for (uint32_t i = 0; i < na; i++) {
+        bool found = false;
+        for (uint32_t j = 0; j < nb && !found; j++)
+            found = da[i] == db[j];
+        cr_assert(found, "%s: node %u listed as updated in one graph only", when, da[i]);
+    }
+    sy__graph_memo_set(a->g, key);
+    sy__graph_memo_set(b->g, key);
+}
+
+Test(graph_update, the_fast_move_of_a_decode_step_matches_the_general_update)
+{
+    /* |a| moves as a session does (K and V writes side by side, then the
+     * attention): the fast path.  |b| gets the same moves with the K write
+     * listed twice (again at the end, where it changes nothing), which
+     * the fast path leaves to the general one. */
+    kv_graph a = build(3, false), b = build(3, false);
+    const int64_t starts[] = {4, 5, 6, 7, 8, 12, 15, 2, 2, 9, 0, 14};
+    for (size_t s = 0; s < sizeof starts / sizeof *starts; s++) {
+        const int64_t at = starts[s];
+        char when[64];
+        snprintf(when, sizeof when, "start %lld", (long long)at);
+        sy__node_update fast[3] = {
+            {a.kw->id, {.i = {at}}},
+            {a.vw->id, {.i = {at}}},
+            {a.att->id, {.i = {at, 0}, .f = {0.5f}}},
+        };
+        sy__node_update general[4] = {
+            {b.kw->id, {.i = {at}}},
+            {b.vw->id, {.i = {at}}},
+            {b.att->id, {.i = {at, 0}, .f = {0.5f}}},
+            {b.kw->id, {.i = {at}}},
+        };
+        /* Every third move, the writes alone (the attention is re-inferred
+         * and listed as updated all the same). */
+        const bool writes_only = s % 3 == 2;
+        if (writes_only)
+            general[2] = general[3];
+        const uint32_t n = writes_only ? 2 : 3;
+        cr_assert_eq(sy__graph_update_params(a.g, fast, n), SY_OK, "%s",
+                     sy_graph_last_error(a.g));
+        cr_assert_eq(sy__graph_update_params(b.g, general, n + 1), SY_OK, "%s",
+                     sy_graph_last_error(b.g));
+        cr_assert_eq(a.kw->output->ne[2], at + 1);
+        assert_same_state(&a, &b, when);
+    }
+    /* The general path keeps undo records; the fast one never needed any. */
+    cr_assert_eq(a.g->cap_undo, 0, "the session's moves took the general path");
+    cr_assert_gt(b.g->cap_undo, 0);
+    sy_graph_destroy(a.g);
+    sy_graph_destroy(b.g);
+}
+
+Test(graph_update, a_move_past_either_end_of_the_cache_is_refused_and_changes_nothing)
+{
+    kv_graph k = build(5, false);
+    const int64_t bad[] = {C, C + 7, -1};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        cr_assert_eq(move_to(&k, bad[i], 0), SY_E_SHAPE, "start %lld", (long long)bad[i]);
+        cr_assert(strstr(sy_graph_last_error(k.g), "cache_"), "%s", sy_graph_last_error(k.g));
+        cr_assert_eq(k.kw->params.i[0], 5);
+        cr_assert_eq(k.vw->params.i[0], 5);
+        cr_assert_eq(k.att->params.i[0], 5);
+        cr_assert_eq(k.kw->output->ne[2], 6);
+        cr_assert_eq(k.vw->output->ne[2], 6);
+    }
+    cr_assert_eq(move_to(&k, C - 1, 0), SY_OK, "%s", sy_graph_last_error(k.g));
+    cr_assert_eq(k.kw->output->ne[2], C);
+    cr_assert_eq(k.vw->output->ne[2], C);
     sy_graph_destroy(k.g);
 }
