@@ -163,7 +163,7 @@ typedef struct sy__node_update {
  * next to the other write its attention reads (moved to the same row),
  * and the n_past of attentions that read only such writes, each node
  * once, takes a path that reads none of their inputs (graph_update.c),
- * with the same result. */
+ * with the same result.
  * Thread-safety: not safe while |g| is read by another thread (planning or
  * running it). */
 sy_status sy__graph_update_params(sy_graph *g, const sy__node_update *ups, uint32_t n);
