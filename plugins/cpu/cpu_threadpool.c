@@ -50,11 +50,8 @@
 /* A claim of an item job takes this share of what is left of a range
  * (and at most the job's max_claim items; cpu_pool_items_task): a lane
  * slowed down in the middle of a claim holds only a part of its range
- * from thieves.  Half rather than a quarter: SmolLM2 tg128 -t 2 took ~21
- * claims a job instead of ~31, each a call of the rows kernel, and 5
- * interleaved runs gave 58-66k TSC cycles a job against 63-75k (4 of 5
- * lower), though the caller waited ~600 cycles at a job's end, not ~330. */
-#define CPU_POOL_CLAIM_SHARE 2
+ * from thieves. */
+#define CPU_POOL_CLAIM_SHARE 4
 
 /* The job word: generation in the high 32 bits, an "open" flag, and the
  * number of workers inside the job in the low bits.  Workers enter only an
