@@ -21,7 +21,7 @@
 /* Counters per cache line: one head per line. */
 #define CPU_QKV_SLOT ((int64_t)(CPU_QKV_LINE / sizeof(_Atomic int64_t)))
 /* Bytes of each cache's past rows prefetched for the attention
- * (cpu_epilogue_prefetch_past): 170 positions of SmolLM2's F16 cache, 128
+ * (cpu_epilogue_prefetch): 170 positions of SmolLM2's F16 cache, 128
  * of the 1B's. */
 #define CPU_QKV_PAST_BYTES (64 * 1024)
 

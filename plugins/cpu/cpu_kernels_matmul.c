@@ -632,7 +632,16 @@ cpu_epilogue *cpu_matmul_job_epilogue(cpu_matmul_job *j)
     return j->has_epi ? &j->epi : NULL;
 }
 
+static sy_status cpu_matmul_job_go(cpu_state *s, cpu_matmul_job *j);
+
 sy_status cpu_matmul_job_run(cpu_state *s, cpu_matmul_job *j)
+{
+    sy_status st = cpu_matmul_job_go(s, j);
+    j->g.n_pf = 0; /* each run empties the prefetch list, whatever it did */
+    return st;
+}
+
+static sy_status cpu_matmul_job_go(cpu_state *s, cpu_matmul_job *j)
 {
     cpu_matmul_group *g = &j->g;
     const uint32_t n = g->n;
@@ -664,15 +673,11 @@ sy_status cpu_matmul_job_run(cpu_state *s, cpu_matmul_job *j)
     g->epi = j->has_epi ? &j->epi : NULL;
     if (g->epi) {
         st = cpu_epilogue_ready(g->epi);
-        if (st == SY_OK)
-            cpu_epilogue_prefetch(g->epi, j);
-        if (st != SY_OK) {
-            g->n_pf = 0;
+        if (st != SY_OK)
             return st;
-        }
+        cpu_epilogue_prefetch(g->epi, j);
     }
     cpu_pool_run_items(s->pool, cpu_matmul_group_items, g, g->end[n - 1], claim, j->nth);
-    g->n_pf = 0;
     return SY_OK;
 }
 
