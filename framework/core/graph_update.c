@@ -63,9 +63,7 @@ static sy__graph_undo *undo_push(sy_graph *g)
     return &g->undo[g->n_undo++];
 }
 
-/* Re-infers node |n| from its (possibly new) params and inputs and applies
- * a changed extent to its output when that output is a view.  Sets
- * *out_changed when the output's shape changed. */
+/* Lists node |id| as updated since the last memo (once). */
 static void mark_dirty(sy_graph *g, uint32_t id)
 {
     if (!g->node_dirty[id]) {
@@ -74,6 +72,9 @@ static void mark_dirty(sy_graph *g, uint32_t id)
     }
 }
 
+/* Re-infers node |n| from its (possibly new) params and inputs and applies
+ * a changed extent to its output when that output is a view.  Sets
+ * *out_changed when the output's shape changed. */
 static sy_status reinfer(sy_graph *g, sy_node *n, bool *out_changed)
 {
     *out_changed = false;
@@ -178,14 +179,16 @@ static void mark_consumers(sy_graph *g, const sy_node *n)
  * leaves any other update list to the general path, which then says what
  * is wrong with it. */
 
-/* Works out kv_fast (needs the consumer index); false when out of memory. */
-static bool index_kv_fast(sy_graph *g)
+/* Works out kv_fast (needs the consumer index); leaves it NULL when out
+ * of memory (the general path then serves, and the next update tries
+ * again). */
+static void index_kv_fast(sy_graph *g)
 {
     free(g->kv_fast);
     g->kv_fast = malloc(((size_t)g->n_nodes + 1) * sizeof *g->kv_fast);
     g->kv_fast_stale = false;
     if (!g->kv_fast)
-        return false;
+        return;
     for (uint32_t i = 0; i < g->n_nodes; i++)
         g->kv_fast[i] = (sy__kv_fast){-1, UINT32_MAX, UINT32_MAX};
     for (uint32_t i = 0; i < g->n_nodes; i++) {
@@ -216,7 +219,6 @@ static bool index_kv_fast(sy_graph *g)
             g->kv_fast[k->id].partner == v->id && g->kv_fast[v->id].partner == k->id)
             g->kv_fast[i].max_start = 0;
     }
-    return true;
 }
 
 /* True when update |k| of |ups| moves a KV write whose partner the update
@@ -228,10 +230,9 @@ static bool kv_paired(const sy__node_update *ups, uint32_t n, uint32_t k, uint32
            (k + 1 < n && ups[k + 1].node == partner && ups[k + 1].params.i[0] == to);
 }
 
-/* Checks update |k| for the fast path: only p.i[0] changes, of a node
- * that moves fast, to a row that fits (sets *out_moves when it changes). */
-static bool fast_ok(const sy_graph *g, const sy__node_update *ups, uint32_t n, uint32_t k,
-                    bool *out_moves)
+/* Checks update |k| for the fast path: nothing changes, or only p.i[0],
+ * of a node that moves fast, to a row that fits. */
+static bool fast_ok(const sy_graph *g, const sy__node_update *ups, uint32_t n, uint32_t k)
 {
     const sy_node *nd = g->nodes[ups[k].node];
     sy_op_params p = ups[k].params;
@@ -239,8 +240,7 @@ static bool fast_ok(const sy_graph *g, const sy__node_update *ups, uint32_t n, u
     p.i[0] = nd->params.i[0];
     if (memcmp(&p, &nd->params, sizeof p) != 0)
         return false;
-    *out_moves = to != nd->params.i[0];
-    if (!*out_moves)
+    if (to == nd->params.i[0])
         return true;
     const sy__kv_fast *f = &g->kv_fast[nd->id];
     if (f->max_start < 0 || to < 0)
@@ -266,9 +266,7 @@ static bool update_fast(sy_graph *g, const sy__node_update *ups, uint32_t n, boo
     bool ok = true;
     uint32_t k = 0;
     for (; k < n && ok; k++) {
-        bool moves;
-        ok = ups[k].node < g->n_nodes && !g->pending[ups[k].node] &&
-             fast_ok(g, ups, n, k, &moves);
+        ok = ups[k].node < g->n_nodes && !g->pending[ups[k].node] && fast_ok(g, ups, n, k);
         if (ok)
             g->pending[ups[k].node] = true;
     }
@@ -383,10 +381,8 @@ sy_status sy__graph_update_params(sy_graph *g, const sy__node_update *ups, uint3
         }
     }
     g->n_undo = 0;
-    if ((!g->kv_fast || g->kv_fast_stale) && !index_kv_fast(g)) {
-        free(g->kv_fast); /* out of memory: the general path serves */
-        g->kv_fast = NULL;
-    }
+    if (!g->kv_fast || g->kv_fast_stale)
+        index_kv_fast(g);
     bool fast_rehash = false;
     if (g->kv_fast && update_fast(g, ups, n, &fast_rehash)) {
         if (fast_rehash)

@@ -40,6 +40,18 @@ typedef struct cpu_matmul_job cpu_matmul_job;
 size_t cpu_matmul_job_size(void);
 sy_status cpu_matmul_job_build(cpu_state *s, const sy_node *const *nodes, uint32_t n,
                                const cpu_epilogue *epi, cpu_matmul_job *j, const char **out_why);
+/* Asks for every cache line of [at, at + bytes) into L2 (prefetcht1), for
+ * writing where |write|: bytes a later step reads from memory. */
+static inline void cpu_prefetch_range(const void *at, size_t bytes, bool write)
+{
+    const uintptr_t a = (uintptr_t)at, end = a + bytes;
+    for (uintptr_t p = a - a % 64; p < end; p += 64) {
+        if (write)
+            __builtin_prefetch((const void *)p, 1, 2);
+        else
+            __builtin_prefetch((const void *)p, 0, 2);
+    }
+}
 /* Byte ranges the next run of a job prefetches at most. */
 #define CPU_MATMUL_PF_MAX (2 * CPU_MATMUL_GROUP_MAX + 1)
 /* Adds [at, at + bytes) to what the next run of |j| prefetches (for

@@ -492,15 +492,8 @@ typedef struct cpu_matmul_group {
  * for the bytes to arrive). */
 static void cpu_matmul_group_prefetch(const cpu_matmul_group *g)
 {
-    for (uint32_t i = 0; i < g->n_pf; i++) {
-        const uintptr_t a = (uintptr_t)g->pf[i].at, end = a + g->pf[i].bytes;
-        for (uintptr_t p = a - a % 64; p < end; p += 64) {
-            if (g->pf[i].write)
-                __builtin_prefetch((const void *)p, 1, 2);
-            else
-                __builtin_prefetch((const void *)p, 0, 2);
-        }
-    }
+    for (uint32_t i = 0; i < g->n_pf; i++)
+        cpu_prefetch_range(g->pf[i].at, g->pf[i].bytes, g->pf[i].write);
 }
 
 /* Tiles [first, end) of member |c|: one call of the rows kernel where

@@ -353,9 +353,7 @@ static sy_status cpu_program_run(cpu_state *s, cpu_program *p)
             cpu_matmul_job_prefetch((cpu_matmul_job *)(p->jobs + st->job * p->job_size),
                                     nx->ahead, nx->ahead_bytes, false);
         else if (nx && nx->ahead)
-            for (uintptr_t a = (uintptr_t)nx->ahead, b = a - a % 64; b < a + nx->ahead_bytes;
-                 b += 64)
-                __builtin_prefetch((const void *)b, 0, 2);
+            cpu_prefetch_range(nx->ahead, nx->ahead_bytes, false);
         if (st->kind == CPU_STEP_NODE) {
             r = cpu_run_node(s, nodes[st->first]);
             if (r != SY_OK)
