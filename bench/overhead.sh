@@ -10,11 +10,19 @@
 # landed in:
 #   kernels   the CPU plugin's op arithmetic (ISA kernels, tile and row
 #             loops: every sy-cpu.so function not listed below) and libm
-#   dispatch  the plugin's per-node work: cpu_device_execute and its node
-#             loop (cpu_execute_nodes), data resolution, cpu_kernel_* and
-#             matmul setup (dtype checks, tiling, scratch, the lookup of a
-#             packed weight), matching and readying the nodes fused into
-#             a matmul group (cpu_kernels_fused.c), cpu_log
+#   dispatch  the plugin's per-node work: every cpu_device_* entry (the
+#             executor's support checks land in cpu_device_supports), its
+#             node loop (cpu_execute_nodes) and the kept program that
+#             replays it (cpu_program_*), data resolution, cpu_kernel_*,
+#             the launchers of a chain, an element-wise node or a node
+#             alone, and matmul setup (dtype checks, tiling, scratch, the
+#             lookup of a packed weight, a job's per-run setup in
+#             cpu_matmul_job_go and the move of its fused KV writes),
+#             matching and readying the nodes fused into a matmul group
+#             (cpu_kernels_fused.c), cpu_log.  Prefetches a job issues
+#             for the data of later kernels (cpu_matmul_job_prefetch,
+#             cpu_epilogue_prefetch) count as kernels: they are those
+#             kernels' reads, moved earlier
 #   pool      cpu_pool_* and cpu_worker_main (a worker's wait for the next
 #             job is inlined there): waking lanes, claiming chunks, waiting
 #             for lanes still inside a job (the barrier)
@@ -199,7 +207,7 @@ perf script -i "$out/perf.data" -F pid,tid,time,ip,sym,dso 2> /dev/null | awk -v
 function classify(sym, dso) {
     if (dso ~ /sy-cpu\.so/) {
         if (sym ~ /^cpu_pool_/ || sym == "cpu_worker_main") return "pool"
-        if (sym ~ /^(cpu_device_execute|cpu_execute_nodes|cpu_prepare_batch|cpu_prepare_node|cpu_resolve_data|cpu_run_norm_chain|cpu_scan_epilogue|cpu_kernel_run|cpu_kernel_[a-z0-9_]+|cpu_matmul_(setup|plan_tiles|use_packed|scratch|can_group)|cpu_epilogue_(begin|take|ready)|cpu_qkv_(take_rope|take_kv|member_of|span|may_write|wrote)|cpu_glu_take|cpu_rope_prepare|cpu_rope_tables|cpu_kv_write_check|cpu_weight_packed|cpu_weight_packed_made|cpu_scratch_reserve|cpu_shared_reserve|cpu_log|cpu_op_name|cpu_status_name)($|\.)/) return "dispatch"
+        if (sym ~ /^(cpu_device_[a-z_]+|cpu_program_[a-z_]+|cpu_matmul_job_(go|run|build|epilogue)|cpu_matmul_prepare|cpu_epilogue_move_kv|cpu_run_node|cpu_norm_chain_run|cpu_eltwise_run|cpu_execute_nodes|cpu_prepare_batch|cpu_prepare_node|cpu_resolve_data|cpu_run_norm_chain|cpu_scan_epilogue|cpu_kernel_run|cpu_kernel_[a-z0-9_]+|cpu_matmul_(setup|plan_tiles|use_packed|scratch|can_group)|cpu_epilogue_(begin|take|ready)|cpu_qkv_(take_rope|take_kv|member_of|span|may_write|wrote)|cpu_glu_take|cpu_rope_prepare|cpu_rope_tables|cpu_kv_write_check|cpu_weight_packed|cpu_weight_packed_made|cpu_scratch_reserve|cpu_shared_reserve|cpu_log|cpu_op_name|cpu_status_name)($|\.)/) return "dispatch"
         return "kernels"
     }
     if (dso ~ /libm\.so/) return "kernels"
