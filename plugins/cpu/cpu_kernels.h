@@ -59,6 +59,14 @@ static inline void cpu_prefetch_range(const void *at, size_t bytes, bool write)
  * the steps after it (a cache's past rows, a norm's weight row).  Past
  * CPU_MATMUL_PF_MAX ranges, dropped.  Each run empties the list. */
 void cpu_matmul_job_prefetch(cpu_matmul_job *j, const void *at, size_t bytes, bool write);
+/* Asks for the lines of |j| that its run reads (its first |members|
+ * members' set-up, and its epilogue where |epi|), without reading it:
+ * for the time before the run. */
+void cpu_matmul_job_fetch(const cpu_matmul_job *j, uint32_t members, bool epi);
+/* Has the calling lane of |j|'s next run call |fn|(|ctx|) once it is out
+ * of items, before it waits for the other lanes (cpu_pool_run_items_tail):
+ * prefetches for the steps after the job.  Each run drops it. */
+void cpu_matmul_job_tail(cpu_matmul_job *j, void (*fn)(void *), void *ctx);
 /* The job's epilogue, to be taken again in place, or NULL when it has none. */
 cpu_epilogue *cpu_matmul_job_epilogue(cpu_matmul_job *j);
 sy_status cpu_matmul_job_run(cpu_state *s, cpu_matmul_job *j);

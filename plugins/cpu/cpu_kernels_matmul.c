@@ -22,6 +22,7 @@
  * a few output rows, claimed many at once and run in one call where the
  * range is full.  Prefill: a tile's columns stay in L2 while its weight
  * rows stream through. */
+#include <stddef.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -571,6 +572,10 @@ struct cpu_matmul_job {
     const sy_tensor *x; /* the members' input */
     uint32_t nth;
     bool has_epi;
+    /* What the calling lane runs once out of items, for the next run only
+     * (cpu_matmul_job_tail), or NULL. */
+    void (*tail)(void *);
+    void *tail_ctx;
 };
 
 size_t cpu_matmul_job_size(void)
@@ -587,6 +592,7 @@ sy_status cpu_matmul_job_build(cpu_state *s, const sy_node *const *nodes, uint32
     }
     j->g.n = n;
     j->g.n_pf = 0;
+    j->tail = NULL;
     int64_t flops = 0;
     for (uint32_t i = 0; i < n; i++) {
         sy_status st = cpu_matmul_setup(s, nodes[i], &j->g.c[i], out_why);
@@ -620,6 +626,24 @@ void cpu_matmul_job_prefetch(cpu_matmul_job *j, const void *at, size_t bytes, bo
     g->pf[g->n_pf++] = (struct cpu_matmul_pf){.at = at, .bytes = bytes, .write = write};
 }
 
+void cpu_matmul_job_fetch(const cpu_matmul_job *j, uint32_t members, bool epi)
+{
+    const cpu_matmul_group *g = &j->g;
+    if (members > CPU_MATMUL_GROUP_MAX)
+        members = CPU_MATMUL_GROUP_MAX;
+    cpu_prefetch_range(g->c, members * sizeof g->c[0], false);
+    cpu_prefetch_range(g->end, sizeof *g - offsetof(cpu_matmul_group, end), false);
+    if (epi)
+        cpu_prefetch_range(&j->epi, sizeof j->epi, false);
+    cpu_prefetch_range(&j->x, sizeof *j - offsetof(cpu_matmul_job, x), false);
+}
+
+void cpu_matmul_job_tail(cpu_matmul_job *j, void (*fn)(void *), void *ctx)
+{
+    j->tail = fn;
+    j->tail_ctx = ctx;
+}
+
 cpu_epilogue *cpu_matmul_job_epilogue(cpu_matmul_job *j)
 {
     return j->has_epi ? &j->epi : NULL;
@@ -630,7 +654,10 @@ static sy_status cpu_matmul_job_go(cpu_state *s, cpu_matmul_job *j);
 sy_status cpu_matmul_job_run(cpu_state *s, cpu_matmul_job *j)
 {
     sy_status st = cpu_matmul_job_go(s, j);
-    j->g.n_pf = 0; /* each run empties the prefetch list, whatever it did */
+    /* Each run empties the prefetch list and drops the tail, whatever it
+     * did. */
+    j->g.n_pf = 0;
+    j->tail = NULL;
     return st;
 }
 
@@ -670,7 +697,8 @@ static sy_status cpu_matmul_job_go(cpu_state *s, cpu_matmul_job *j)
             return st;
         cpu_epilogue_prefetch(g->epi, j);
     }
-    cpu_pool_run_items(s->pool, cpu_matmul_group_items, g, g->end[n - 1], claim, j->nth);
+    cpu_pool_run_items_tail(s->pool, cpu_matmul_group_items, g, g->end[n - 1], claim, j->nth,
+                            j->tail, j->tail_ctx);
     return SY_OK;
 }
 

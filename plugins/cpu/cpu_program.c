@@ -80,6 +80,7 @@ struct cpu_program {
     size_t n_touched, cap_touched, cap_sorted; /* caps in bytes */
     bool touch_valid;
     bool broken; /* a record did not fit (out of memory): not kept */
+    size_t fetch_at; /* the step a job's tail fetches (cpu_program_tail) */
 };
 
 /* Makes *|p| (*|cap| bytes) hold at least |bytes|, keeping its contents. */
@@ -181,6 +182,35 @@ static void cpu_program_warm(const cpu_program *p, const cpu_step *st)
             __builtin_prefetch(node + 64);
             __builtin_prefetch(node + 128);
         }
+}
+
+/* Fetches, for the time before step |k| starts, what it reads first: its
+ * record, the structs its warm list names, its job's set-up; and the
+ * records of the step after it (its record, the start of its warm list,
+ * which follows |k|'s), which the next fetch reads.  Step |k|'s records
+ * were fetched so by the fetch before, so its few loads here hit.  The
+ * last step fetches the first, for the next call. */
+static void cpu_program_fetch(const cpu_program *p, size_t k)
+{
+    if (p->n_steps == 0)
+        return;
+    k %= p->n_steps;
+    const cpu_step *st = &p->steps[k];
+    cpu_program_warm(p, st);
+    if (st->kind == CPU_STEP_JOB)
+        cpu_matmul_job_fetch((const cpu_matmul_job *)(p->jobs + st->job * p->job_size),
+                             st->members, st->count > st->members);
+    const size_t nx = k + 1 < p->n_steps ? k + 1 : 0;
+    cpu_prefetch_range(&p->steps[nx], sizeof *p->steps, false);
+    cpu_prefetch_range(p->warm + st->warm_end, 4 * 64, false);
+}
+
+/* A job's tail (cpu_matmul_job_tail): the fetch for the step after it,
+ * in the time the calling lane waits for the other lanes. */
+static void cpu_program_tail(void *arg)
+{
+    const cpu_program *p = arg;
+    cpu_program_fetch(p, p->fetch_at);
 }
 
 void cpu_program_add_job(cpu_program *p, uint32_t first, uint32_t members, uint32_t count)
@@ -354,6 +384,10 @@ static sy_status cpu_program_run(cpu_state *s, cpu_program *p)
                                     nx->ahead, nx->ahead_bytes, false);
         else if (nx && nx->ahead)
             cpu_prefetch_range(nx->ahead, nx->ahead_bytes, false);
+        /* The next step's structs: a job fetches them in its tail, any
+         * other step before it runs. */
+        if (st->kind != CPU_STEP_JOB)
+            cpu_program_fetch(p, k + 1);
         if (st->kind == CPU_STEP_NODE) {
             r = cpu_run_node(s, nodes[st->first]);
             if (r != SY_OK)
@@ -382,6 +416,8 @@ static sy_status cpu_program_run(cpu_state *s, cpu_program *p)
         } else {
             cpu_matmul_job *j = (cpu_matmul_job *)(p->jobs + st->job * p->job_size);
             if (!st->touch || cpu_program_refresh(s, p, st, j)) {
+                p->fetch_at = k + 1;
+                cpu_matmul_job_tail(j, cpu_program_tail, p);
                 r = cpu_matmul_job_run(s, j);
                 if (r == SY_OK)
                     continue;

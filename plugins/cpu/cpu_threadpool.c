@@ -465,7 +465,7 @@ uint32_t cpu_pool_size(const cpu_pool *pool)
  * |pre| is set, so are the items [pre[0], pre[1]) of an item job: it runs
  * them first, while the stores publishing the job reach the workers. */
 static void cpu_pool_go(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth,
-                        const int64_t *pre)
+                        const int64_t *pre, void (*tail)(void *), void *tail_ctx)
 {
     cpu_pool_adapt_spin(pool);
     pool->fn = fn;
@@ -483,6 +483,8 @@ static void cpu_pool_go(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth,
     /* An item job's chunk 0 took what was left of every range. */
     if (fn != cpu_pool_items_task)
         cpu_pool_drain(pool, 0);
+    if (tail)
+        tail(tail_ctx);
 
     /* Close the job: latecomers now skip it. */
     uint64_t w = atomic_load_explicit(&pool->job, memory_order_relaxed);
@@ -508,7 +510,7 @@ void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth)
         fn(ctx, 0, 1, 0);
         return;
     }
-    cpu_pool_go(pool, fn, ctx, nth, NULL);
+    cpu_pool_go(pool, fn, ctx, nth, NULL, NULL, NULL);
 }
 
 /* Chunk |ith| of an item job: the items of home range |ith|, then those
@@ -548,6 +550,13 @@ static void cpu_pool_items_task(void *arg, uint32_t ith, uint32_t nth, uint32_t 
 void cpu_pool_run_items(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_items,
                         int64_t max_claim, uint32_t nth)
 {
+    cpu_pool_run_items_tail(pool, fn, ctx, n_items, max_claim, nth, NULL, NULL);
+}
+
+void cpu_pool_run_items_tail(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_items,
+                             int64_t max_claim, uint32_t nth, void (*tail)(void *),
+                             void *tail_ctx)
+{
     if (nth > pool->n_threads)
         nth = pool->n_threads;
     if ((int64_t)nth > n_items)
@@ -555,6 +564,8 @@ void cpu_pool_run_items(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_ite
     if (nth <= 1) {
         if (n_items > 0)
             fn(ctx, 0, n_items, 0);
+        if (tail)
+            tail(tail_ctx);
         return;
     }
     for (uint32_t i = 0; i < nth; i++) {
@@ -571,5 +582,5 @@ void cpu_pool_run_items(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_ite
     const int64_t pre[2] = {0, take};
     atomic_store_explicit(&pool->ranges[0].next, take, memory_order_relaxed);
     /* The release store of the job publishes the ranges. */
-    cpu_pool_go(pool, cpu_pool_items_task, pool, nth, take > 0 ? pre : NULL);
+    cpu_pool_go(pool, cpu_pool_items_task, pool, nth, take > 0 ? pre : NULL, tail, tail_ctx);
 }

@@ -103,5 +103,13 @@ void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth);
  * Thread-safety: as cpu_pool_run. */
 void cpu_pool_run_items(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_items,
                         int64_t max_claim, uint32_t nth);
+/* As cpu_pool_run_items, and the calling lane runs |tail|(|tail_ctx|)
+ * (when not NULL) once it is out of items, before it waits for the other
+ * lanes to leave the job: work for after the job that needs none of its
+ * results (prefetching what the next step reads), done in time the caller
+ * would otherwise spend waiting.  On one lane it runs after the items. */
+void cpu_pool_run_items_tail(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_items,
+                             int64_t max_claim, uint32_t nth, void (*tail)(void *),
+                             void *tail_ctx);
 
 #endif

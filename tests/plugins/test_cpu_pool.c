@@ -2,6 +2,7 @@
  * test (the plugin exports nothing but its query symbol). */
 #include <criterion/criterion.h>
 #include <hwloc.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,6 +259,58 @@ static void pool_stall_item(void *ctx, int64_t first, int64_t end, uint32_t lane
 {
     for (int64_t item = first; item < end; item++)
         pool_stall_one(ctx, item, lane);
+}
+
+typedef struct pool_tail {
+    pool_items_job *job;
+    pthread_t caller;
+    int64_t n_items;
+    bool one_lane;
+    unsigned calls, off_caller, early;
+} pool_tail;
+
+static void pool_count_tail(void *ctx)
+{
+    pool_tail *t = ctx;
+    t->calls++;
+    if (!pthread_equal(pthread_self(), t->caller))
+        t->off_caller++;
+    /* On one lane every item ran before the tail. */
+    for (int64_t i = 0; t->one_lane && i < t->n_items; i++)
+        if (atomic_load(&t->job->runs[i]) != 1)
+            t->early++;
+}
+
+/* The tail of an item job runs once per dispatch, on the calling thread,
+ * on one lane after every item, and the items still run exactly once. */
+Test(cpu_pool, runs_the_tail_once_on_the_caller)
+{
+    sy_host host;
+    pool_host_init(&host);
+    const int64_t counts[] = {0, 1, 3, 37, POOL_MAX_ITEMS};
+    for (uint32_t n_threads = 1; n_threads <= 3; n_threads++) {
+        cpu_pool *pool = NULL;
+        cr_assert_eq(cpu_pool_create(&host, NULL, n_threads, false, &pool), SY_OK);
+        for (uint32_t d = 0; d < 200; d++) {
+            const int64_t n_items = counts[d % 5];
+            const uint32_t nth = 1 + d % 3;
+            pool_items_job job;
+            pool_items_init(&job, n_threads, n_items, 4, nth);
+            pool_tail t = {.job = &job, .caller = pthread_self(), .n_items = n_items,
+                           .one_lane = job.max_claim == POOL_MAX_ITEMS};
+            cpu_pool_run_items_tail(pool, pool_count_item, &job, n_items, 4, nth,
+                                    pool_count_tail, &t);
+            cr_assert_eq(t.calls, 1, "%u threads, %lld items on %u lanes: the tail ran %u times",
+                         n_threads, (long long)n_items, nth, t.calls);
+            cr_assert_eq(t.off_caller, 0, "the tail ran off the calling thread");
+            cr_assert_eq(t.early, 0, "on one lane the tail ran before %u items", t.early);
+            cr_assert_eq(atomic_load(&job.bad), 0);
+            for (int64_t i = 0; i < n_items; i++)
+                cr_assert_eq(atomic_load(&job.runs[i]), 1u, "item %lld ran %u times",
+                             (long long)i, atomic_load(&job.runs[i]));
+        }
+        cpu_pool_destroy(pool);
+    }
 }
 
 Test(cpu_pool, a_stalled_lane_holds_only_a_few_items)
