@@ -44,6 +44,9 @@ typedef struct cpu_step {
     /* Its structs in warm: |warm_nodes| nodes, then tensors up to
      * |warm_end|. */
     uint32_t warm_first, warm_nodes, warm_end;
+    /* A job's fused nodes a changed output touches: bit i for node
+     * members + i (the first 32; any after them are looked up). */
+    uint32_t fused_touched;
     const sy_node *chain[3]; /* a chain's add (or NULL), norm, mul (or NULL) */
     /* A chain's weight row (its multiply's), or NULL: prefetched as the
      * step before it starts (cpu_program_run). */
@@ -158,6 +161,20 @@ static cpu_step *cpu_program_step(cpu_program *p, uint8_t kind, uint32_t first, 
     return st;
 }
 
+static bool cpu_program_node_touched(const cpu_program *p, const sy_node *node);
+
+/* True when a changed output touches fused node |i| of job step |st|: its
+ * bit, or (past the first 32) a look at the node where |look| (else
+ * true). */
+static bool cpu_program_fused_touched(const cpu_program *p, const cpu_step *st, uint32_t i,
+                                      bool look)
+{
+    const uint32_t f = i - st->members;
+    if (f < 32)
+        return (st->fused_touched >> f) & 1u;
+    return !look || cpu_program_node_touched(p, p->nodes[st->first + i]);
+}
+
 /* Fetches the lines of |st|'s structs that the kernels read: a node's op,
  * inputs, output and params (its first three lines); a tensor's shape,
  * strides and data (its first two). */
@@ -174,9 +191,12 @@ static void cpu_program_warm(const cpu_program *p, const cpu_step *st)
         __builtin_prefetch(w[k]);
         __builtin_prefetch((const char *)w[k] + 64);
     }
-    /* A job taking its fused nodes again reads their structs. */
+    /* A job taking its fused nodes again, or moving its KV writes, reads
+     * their structs. */
     if (st->touch)
         for (uint32_t i = st->members; i < st->count; i++) {
+            if (!(st->touch & CPU_TOUCH_MEMBERS) && !cpu_program_fused_touched(p, st, i, false))
+                continue;
             const char *node = (const char *)p->nodes[st->first + i];
             __builtin_prefetch(node);
             __builtin_prefetch(node + 64);
@@ -326,9 +346,14 @@ static bool cpu_program_touch(cpu_program *p, sy_node *const *changed, uint32_t 
     for (size_t k = 0; k < p->n_steps; k++) {
         cpu_step *st = &p->steps[k];
         st->touch = 0;
-        for (uint32_t i = 0; st->kind != CPU_STEP_NODE && i < st->count; i++)
-            if (cpu_program_node_touched(p, p->nodes[st->first + i]))
-                st->touch |= i < st->members ? CPU_TOUCH_MEMBERS : CPU_TOUCH_FUSED;
+        st->fused_touched = 0;
+        for (uint32_t i = 0; st->kind != CPU_STEP_NODE && i < st->count; i++) {
+            if (!cpu_program_node_touched(p, p->nodes[st->first + i]))
+                continue;
+            st->touch |= i < st->members ? CPU_TOUCH_MEMBERS : CPU_TOUCH_FUSED;
+            if (i >= st->members && i - st->members < 32)
+                st->fused_touched |= 1u << (i - st->members);
+        }
     }
     p->touch_valid = true;
     return true;
@@ -358,9 +383,10 @@ static bool cpu_program_refresh(cpu_state *s, const cpu_program *p, const cpu_st
      * structs and tensors, the rope's checks). */
     bool moved = true;
     for (uint32_t i = st->members; i < st->count && moved; i++) {
+        if (!cpu_program_fused_touched(p, st, i, true))
+            continue;
         const sy_node *node = nodes[st->first + i];
-        if (cpu_program_node_touched(p, node))
-            moved = node->op == SY_OP_KV_WRITE && cpu_epilogue_move_kv(e, node);
+        moved = node->op == SY_OP_KV_WRITE && cpu_epilogue_move_kv(e, node);
     }
     return moved ||
            st->members + cpu_scan_epilogue(s, nodes, st->first, st->members, p->n, e) == st->count;
