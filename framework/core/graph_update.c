@@ -275,6 +275,14 @@ static bool update_fast(sy_graph *g, const sy__node_update *ups, uint32_t n, boo
             g->pending[ups[k].node] = false;
     if (!ok)
         return false;
+    /* The writes' outputs, whose extents move: the checks above read
+     * every node, so their addresses are at hand, and all their misses
+     * overlap here, where the loop below would wait for each in turn. */
+    for (k = 0; k < n; k++) {
+        const sy_node *nd = g->nodes[ups[k].node];
+        if (nd->op == SY_OP_KV_WRITE && ups[k].params.i[0] != nd->params.i[0])
+            __builtin_prefetch(nd->output->ne, 1);
+    }
     for (k = 0; k < n; k++) {
         sy_node *nd = g->nodes[ups[k].node];
         const int64_t to = ups[k].params.i[0], from = nd->params.i[0];
