@@ -167,7 +167,9 @@ const uint8_t *cpu_weight_packed(cpu_state *s, const sy_tensor *w);
 const uint8_t *cpu_weight_packed_made(const cpu_state *s, const sy_tensor *w);
 /* Row |packed_row| of |w|'s packed copy put back in the file's layout at
  * |scratch| (w->nb[1] bytes; lane scratch), for the kernels that read the
- * stored layout: the same bytes, so the same results.  Returns |scratch|. */
+ * stored layout: the same bytes, so the same results.  Returns |scratch|,
+ * or |packed_row| itself where the copy keeps the file's layout
+ * (cpu_pack_keeps_layout). */
 const uint8_t *cpu_packed_row_as_stored(const sy_tensor *w, const uint8_t *packed_row,
                                         uint8_t *scratch);
 /* Frees |b|'s packed copy, if any (the buffer is freed or written). */

@@ -539,9 +539,12 @@ static const cpu_isa_table cpu_avxvnni_table = {
         },                                                                                       \
     .qdot_rows = {[SY_DTYPE_Q8_0] = cpu_avx512z_qdot_rows_q8_0, [SY_DTYPE_Q4_0] = q4rows##_q4_0, \
                   [SY_DTYPE_Q4_1] = q4rows##_q4_1},                                              \
-    .qdot_rows_packed = {[SY_DTYPE_Q4_0] = q4rows##_q4_0_packed,                                 \
+    /* Q8_0's copy keeps the file's layout (cpu_pack_keeps_layout). */                          \
+    .qdot_rows_packed = {[SY_DTYPE_Q8_0] = cpu_avx512z_qdot_rows_q8_0,                           \
+                         [SY_DTYPE_Q4_0] = q4rows##_q4_0_packed,                                 \
                          [SY_DTYPE_Q4_1] = q4rows##_q4_1_packed},                                \
-    .qgemm_packed = {[SY_DTYPE_Q4_0] = cpu_avx512_qgemm16_q4_0_packed,                           \
+    .qgemm_packed = {[SY_DTYPE_Q8_0] = cpu_avx512_qgemm16_q8_0,                                  \
+                     [SY_DTYPE_Q4_0] = cpu_avx512_qgemm16_q4_0_packed,                           \
                      [SY_DTYPE_Q4_1] = cpu_avx512_qgemm16_q4_1_packed},                          \
     .q8_panel = 16,                                                                              \
     .pack_q8_panel = cpu_avx512_pack_panel16,                                                    \

@@ -285,12 +285,12 @@ static void cpu_matmul_tile(const cpu_matmul_ctx *c, int64_t item, float *scratc
             /* Each packed row back in the file's layout, for the same
              * kernel, so the results do not depend on packing. */
             for (int64_t n = n0; n < n1; n++) {
-                cpu_packed_row_as_stored(w, (const uint8_t *)w_base + n * (int64_t)w_nb1,
-                                         (uint8_t *)scratch);
+                const uint8_t *row = cpu_packed_row_as_stored(
+                    w, (const uint8_t *)w_base + n * (int64_t)w_nb1, (uint8_t *)scratch);
                 for (int64_t m = m0; m < m1; m += CPU_QDOT_MAX_COLS) {
                     const int nc = m1 - m < CPU_QDOT_MAX_COLS ? (int)(m1 - m) : CPU_QDOT_MAX_COLS;
                     float out[CPU_QDOT_MAX_COLS];
-                    c->qdot(scratch, xb + (size_t)m * c->xq_stride, c->xq_stride, nc, c->k, c->planes,
+                    c->qdot(row, xb + (size_t)m * c->xq_stride, c->xq_stride, nc, c->k, c->planes,
                             out);
                     for (int j = 0; j < nc; j++)
                         ((float *)cpu_row(y, m + j, i2, i3))[n] = out[j];

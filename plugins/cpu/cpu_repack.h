@@ -6,9 +6,19 @@
 #ifndef SY_CPU_REPACK_H
 #define SY_CPU_REPACK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+
+#include "switchyard/types.h"
+
+/* True for a dtype whose copy keeps the file's layout (Q8_0: its decode
+ * and GEMM kernels read it as stored; the copy is for its huge pages). */
+static inline bool cpu_pack_keeps_layout(uint32_t dtype)
+{
+    return dtype == SY_DTYPE_Q8_0;
+}
 
 static inline void cpu_repack_rows(const uint8_t *src, uint8_t *dst, int64_t rows, size_t row_bytes,
                                    int64_t nb, size_t block_bytes)

@@ -122,9 +122,13 @@ static inline size_t rp_row_bytes(sy_dtype t)
 
 /* Runs the matmuls of |dtypes[0]| and |dtypes[1]| weights of one F32 input
  * of |m| columns, as one execute call (the plugin groups them: the same
- * input), on a fresh instance; the outputs go to |out0| and |out1|. */
-static inline void rp_group_run(void *so, const char *repack, const sy_dtype dtypes[2],
-                         uint8_t *const wmem[2], int64_t m, float *out0, float *out1)
+ * input), on a fresh instance; the outputs go to |out0| and |out1|, and
+ * how much the call grew the plugin's memory_usage to |out_grew| (or
+ * NULL), and its driver line (the ISA table's name) to |out_driver| (or
+ * NULL, SY_NAME_MAX bytes). */
+static inline void rp_group_run_counted(void *so, const char *repack, const sy_dtype dtypes[2],
+                                        uint8_t *const wmem[2], int64_t m, float *out0,
+                                        float *out1, uint64_t *out_grew, char *out_driver)
 {
     direct_host h;
     void *state = NULL;
@@ -160,7 +164,17 @@ static inline void rp_group_run(void *so, const char *repack, const sy_dtype dty
                             .output = &y[k]};
     }
     sy_node *nodes[2] = {&node[0], &node[1]};
+    uint64_t before = 0, after = 0;
+    cr_assert_eq(d->memory_usage(state, 0, false, &before, NULL), SY_OK);
     cr_assert_eq(d->execute(state, 0, nodes, 2), SY_OK, "execute: %s", h.log);
+    cr_assert_eq(d->memory_usage(state, 0, false, &after, NULL), SY_OK);
+    if (out_grew)
+        *out_grew = after - before;
+    if (out_driver) {
+        sy_device_desc desc = {.struct_size = sizeof desc};
+        cr_assert_eq(d->describe(state, 0, &desc), SY_OK);
+        memcpy(out_driver, desc.driver, SY_NAME_MAX);
+    }
     cr_assert_eq(d->copy_out(state, 0, ybuf[0], 0, out0, sy_tensor_nbytes(&y[0])), SY_OK);
     cr_assert_eq(d->copy_out(state, 0, ybuf[1], 0, out1, sy_tensor_nbytes(&y[1])), SY_OK);
     for (int k = 0; k < 2; k++) {
@@ -169,6 +183,12 @@ static inline void rp_group_run(void *so, const char *repack, const sy_dtype dty
     }
     d->buffer_free(state, 0, xbuf);
     d->deinit(state);
+}
+
+static inline void rp_group_run(void *so, const char *repack, const sy_dtype dtypes[2],
+                                uint8_t *const wmem[2], int64_t m, float *out0, float *out1)
+{
+    rp_group_run_counted(so, repack, dtypes, wmem, m, out0, out1, NULL, NULL);
 }
 
 

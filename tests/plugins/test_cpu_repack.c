@@ -356,6 +356,47 @@ Test(cpu_module, packing_a_large_mapped_weight_holds_it_once)
     rp_done(so);
 }
 
+/* Q8_0 weights are copied as stored (their kernels read that layout), for
+ * the copy's huge pages: on the avx512 tables the first matmul grows
+ * memory_usage by both weights' bytes, and the results are those read
+ * from the file's bytes, bit for bit, for decode, a few columns and the
+ * GEMM. */
+Test(cpu_module, copies_q8_0_weights_as_stored)
+{
+    void *so = open_module();
+    static uint8_t wa[RP_N * RP_K / 32 * 34] __attribute__((aligned(64)));
+    static uint8_t wb[RP_N * RP_K / 32 * 34] __attribute__((aligned(64)));
+    uint8_t *const wmem[2] = {wa, wb};
+    const sy_dtype types[2] = {SY_DTYPE_Q8_0, SY_DTYPE_Q8_0};
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < sizeof wa; i++)
+            wmem[k][i] = (uint8_t)((i * 151u + 11u * (unsigned)k) >> 2);
+    for (size_t b = 0; b < sizeof wa / 34; b++) /* small positive f16 scales */
+        for (int k = 0; k < 2; k++) {
+            const uint16_t f = (uint16_t)(0x2000 + (b * 89 + (size_t)k) % 1024);
+            memcpy(wmem[k] + b * 34, &f, sizeof f);
+        }
+    static const int64_t ms[] = {1, 3, RP_M}; /* rows kernel, few-column dots, GEMM */
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++) {
+        const int64_t m = ms[mi];
+        float want0[RP_N * RP_M], want1[RP_N * RP_M], got0[RP_N * RP_M], got1[RP_N * RP_M];
+        uint64_t grew_off = 0, grew_on = 0;
+        char driver[SY_NAME_MAX];
+        rp_group_run_counted(so, "0", types, wmem, m, want0, want1, &grew_off, NULL);
+        rp_group_run_counted(so, "1", types, wmem, m, got0, got1, &grew_on, driver);
+        cr_assert_eq(grew_off, 0, "m=%lld: memory_usage grew by %llu with repacking off",
+                     (long long)m, (unsigned long long)grew_off);
+        const uint64_t want_grew = strstr(driver, "(avx512") ? 2 * sizeof wa : 0;
+        cr_assert_eq(grew_on, want_grew, "%s, m=%lld: memory_usage grew by %llu, not %llu", driver,
+                     (long long)m, (unsigned long long)grew_on, (unsigned long long)want_grew);
+        for (int i = 0; i < RP_N * m; i++) {
+            cr_assert_eq(got0[i], want0[i], "m=%lld y0[%d]", (long long)m, i);
+            cr_assert_eq(got1[i], want1[i], "m=%lld y1[%d]", (long long)m, i);
+        }
+    }
+    rp_done(so);
+}
+
 /* A matmul group whose members' weights differ in type (legal in GGUF:
  * e.g. attn_k in Q4_1 beside attn_q in Q4_0): with a few columns each
  * packed member's rows go back to the file's layout in lane scratch, which
