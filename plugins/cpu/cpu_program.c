@@ -398,6 +398,9 @@ static sy_status cpu_program_run(cpu_state *s, cpu_program *p)
     for (size_t k = 0; k < p->n_steps; k++) {
         cpu_step *st = &p->steps[k];
         sy_status r;
+        /* Again, though the step before fetched it (cpu_program_fetch): a
+         * long step between (an attention deep into its cache) can have
+         * pushed those lines out of L2, and present lines cost little. */
         cpu_program_warm(p, st);
         /* The next step's weight row, while this one runs: a norm's weight
          * row read after a job has streamed the weights through every

@@ -55,9 +55,9 @@
 typedef struct cpu_repack_ctx {
     const uint8_t *src;
     uint8_t *dst;
-    int64_t rows, nb;
-    size_t row_bytes, block_bytes;
-    bool as_stored; /* a copy in the file's layout (cpu_pack_keeps_layout) */
+    int64_t rows, k;
+    size_t row_bytes;
+    uint32_t dtype;
 } cpu_repack_ctx;
 
 static void cpu_repack_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
@@ -66,13 +66,8 @@ static void cpu_repack_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane
     const cpu_repack_ctx *c = arg;
     int64_t r0, r1;
     cpu_split(c->rows, ith, nth, &r0, &r1);
-    if (c->as_stored) {
-        memcpy(c->dst + (size_t)r0 * c->row_bytes, c->src + (size_t)r0 * c->row_bytes,
-               (size_t)(r1 - r0) * c->row_bytes);
-        return;
-    }
-    cpu_repack_rows(c->src + (size_t)r0 * c->row_bytes, c->dst + (size_t)r0 * c->row_bytes, r1 - r0,
-                    c->row_bytes, c->nb, c->block_bytes);
+    cpu_pack_rows_as(c->dtype, c->src + (size_t)r0 * c->row_bytes,
+                     c->dst + (size_t)r0 * c->row_bytes, r1 - r0, c->row_bytes, c->k);
 }
 
 /* Chunks are mapped at a CPU_PACK_HUGE boundary, CPU_PACK_CHUNK bytes
@@ -360,9 +355,8 @@ static bool cpu_pack_rows(cpu_state *s, const sy_tensor *w, const cpu_buffer *b,
         const int64_t n = rows - r0 < slice ? rows - r0 : slice;
         uint8_t *dst = k->f ? s->pack_bounce : k->p + (size_t)r0 * row_bytes;
         cpu_repack_ctx c = {.src = (const uint8_t *)b->ptr + (size_t)r0 * row_bytes, .dst = dst,
-                            .rows = n, .nb = w->ne[0] / (int64_t)sy_dtype_block_size(w->dtype),
-                            .row_bytes = row_bytes, .block_bytes = sy_dtype_type_size(w->dtype),
-                            .as_stored = cpu_pack_keeps_layout(w->dtype)};
+                            .rows = n, .k = w->ne[0], .row_bytes = row_bytes,
+                            .dtype = w->dtype};
         const uint32_t nth = n < (int64_t)s->n_threads ? (uint32_t)n : s->n_threads;
         cpu_pool_run(s->pool, cpu_repack_task, &c, nth ? nth : 1);
         if (k->f) {

@@ -37,6 +37,19 @@ static inline void cpu_repack_rows(const uint8_t *src, uint8_t *dst, int64_t row
     }
 }
 
+/* |rows| rows of a |dtype| weight with |k| elements a row (|row_bytes|
+ * apart) from |src| into |dst| as cpu_repack.c packs them: interleaved
+ * by cpu_repack_rows, or as stored (cpu_pack_keeps_layout). */
+static inline void cpu_pack_rows_as(uint32_t dtype, const uint8_t *src, uint8_t *dst,
+                                    int64_t rows, size_t row_bytes, int64_t k)
+{
+    if (cpu_pack_keeps_layout(dtype))
+        memcpy(dst, src, (size_t)rows * row_bytes);
+    else
+        cpu_repack_rows(src, dst, rows, row_bytes, k / (int64_t)sy_dtype_block_size(dtype),
+                        sy_dtype_type_size(dtype));
+}
+
 /* The inverse of cpu_repack_rows for one row of |nb| blocks: |src| in the
  * packed layout back into the file's at |dst|. */
 static inline void cpu_unpack_row(const uint8_t *src, uint8_t *dst, int64_t nb, size_t block_bytes)

@@ -107,10 +107,7 @@ static void *random_rows(trng *r, sy_dtype t, int64_t k, int64_t rows, size_t *o
 static void *pack_rows(const void *w, sy_dtype t, int64_t k, int64_t rows, size_t row)
 {
     void *p = tc_xalloc(row * (size_t)rows);
-    if (cpu_pack_keeps_layout(t))
-        memcpy(p, w, row * (size_t)rows);
-    else
-        cpu_repack_rows(w, p, rows, row, k / (int64_t)sy_dtype_block_size(t), sy_dtype_type_size(t));
+    cpu_pack_rows_as(t, w, p, rows, row, k);
     return p;
 }
 
