@@ -17,17 +17,18 @@
 static const struct {
     const char *name;
     uint32_t arity;
+    uint32_t optional; /* inputs after the first |arity| a node may add */
 } op_table[SY_OP_COUNT] = {
     [SY_OP_NONE] = {"none", 0},          [SY_OP_GET_ROWS] = {"get_rows", 2},
     [SY_OP_ADD] = {"add", 2},            [SY_OP_MUL] = {"mul", 2},
     [SY_OP_SCALE] = {"scale", 1},        [SY_OP_RMS_NORM] = {"rms_norm", 1},
     [SY_OP_MATMUL] = {"matmul", 2},      [SY_OP_ROPE] = {"rope", 2},
-    [SY_OP_SOFTMAX] = {"softmax", 1},    [SY_OP_ATTENTION] = {"attention", 3},
+    [SY_OP_SOFTMAX] = {"softmax", 1},    [SY_OP_ATTENTION] = {"attention", 3, 1},
     [SY_OP_SILU] = {"silu", 1},          [SY_OP_GELU] = {"gelu", 1},
     [SY_OP_SWIGLU] = {"swiglu", 2},      [SY_OP_GEGLU] = {"geglu", 2},
     [SY_OP_COPY] = {"copy", 1},          [SY_OP_VIEW] = {"view", 1},
     [SY_OP_RESHAPE] = {"reshape", 1},    [SY_OP_PERMUTE] = {"permute", 1},
-    [SY_OP_TRANSPOSE] = {"transpose", 1}, [SY_OP_KV_WRITE] = {"kv_write", 2},
+    [SY_OP_TRANSPOSE] = {"transpose", 1}, [SY_OP_KV_WRITE] = {"kv_write", 2, 1},
     [SY_OP_ARGMAX] = {"argmax", 1},
 };
 
@@ -88,9 +89,9 @@ uint32_t sy__dims_of(const int64_t ne[SY_MAX_DIMS])
 
 static const char *const input_role[SY_OP_COUNT][SY_MAX_INPUTS] = {
     [SY_OP_GET_ROWS] = {"table", "ids"},   [SY_OP_MATMUL] = {"weight", "input"},
-    [SY_OP_ROPE] = {"x", "positions"},     [SY_OP_ATTENTION] = {"q", "k", "v"},
+    [SY_OP_ROPE] = {"x", "positions"},     [SY_OP_ATTENTION] = {"q", "k", "v", "n_past"},
     [SY_OP_SWIGLU] = {"gate", "up"},       [SY_OP_GEGLU] = {"gate", "up"},
-    [SY_OP_KV_WRITE] = {"cache", "rows"},
+    [SY_OP_KV_WRITE] = {"cache", "rows", "start"},
 };
 
 /* Name of input |i| in messages: the role where the op has named inputs,
@@ -142,6 +143,25 @@ static sy_status want_dtype(sy_op op, uint32_t i, const sy_tensor *t, uint32_t d
         return SY_OK;
     return sy__op_fail(err, err_size, SY_E_DTYPE, op, "%s must be %s, got %s", in_name(op, i, nm),
                        sy_dtype_name(dtype), sy_dtype_name(t->dtype));
+}
+
+sy_status sy__want_run_time_position(sy_op op, uint32_t i, const sy_tensor *t, int64_t param,
+                                     char *err, size_t err_size)
+{
+    char nm[16];
+    sy_status st = want_dtype(op, i, t, SY_DTYPE_I32, err, err_size);
+    if (st != SY_OK)
+        return st;
+    if (sy_tensor_nelements(t) != 1) {
+        char a[SY__SHAPE_STR_MAX];
+        return sy__op_fail(err, err_size, SY_E_SHAPE, op, "%s must be one element, got %s",
+                           in_name(op, i, nm), sy__shape_str(t->ne, a));
+    }
+    if (param != 0)
+        return sy__op_fail(err, err_size, SY_E_INVALID_ARG, op,
+                           "p.i[0] must be 0 when %s (in%u) gives it at run time, got %lld",
+                           in_name(op, i, nm), i, (long long)param);
+    return SY_OK;
 }
 
 static sy_status want_f32_or_f16(sy_op op, uint32_t i, const sy_tensor *t, char *err, size_t err_size)
@@ -365,8 +385,8 @@ static sy_status infer_softmax(sy_tensor *const *in, const sy_op_params *p, sy_t
     return SY_OK;
 }
 
-static sy_status infer_attention(sy_tensor *const *in, const sy_op_params *p, sy_tensor *o,
-                                 char *err, size_t es)
+static sy_status infer_attention(sy_tensor *const *in, uint32_t n_in, const sy_op_params *p,
+                                 sy_tensor *o, char *err, size_t es)
 {
     const sy_tensor *q = in[0], *k = in[1], *v = in[2];
     sy_status st = want_dtype(SY_OP_ATTENTION, 0, q, SY_DTYPE_F32, err, es);
@@ -392,6 +412,8 @@ static sy_status infer_attention(sy_tensor *const *in, const sy_op_params *p, sy
                            "kv heads Hkv=%lld must divide query heads Hq=%lld", (long long)k->ne[1],
                            (long long)q->ne[1]);
     st = check_mask(SY_OP_ATTENTION, p->i[0], p->i[1], "p.i[0]", "p.i[1]", err, es);
+    if (st == SY_OK && n_in > 3)
+        st = sy__want_run_time_position(SY_OP_ATTENTION, 3, in[3], p->i[0], err, es);
     if (st != SY_OK)
         return st;
     /* Zero scale: see infer_softmax. */
@@ -466,10 +488,14 @@ sy_status sy_op_infer(sy_op op, sy_tensor *const *inputs, uint32_t n_inputs,
         return sy__op_fail(err, err_size, SY_E_INVALID_ARG, op, "unknown op %u", (unsigned)op);
     if (out == NULL)
         return sy__op_fail(err, err_size, SY_E_INVALID_ARG, op, "output tensor is NULL");
-    const uint32_t want = sy__op_arity(op);
-    if (n_inputs != want)
+    const uint32_t want = sy__op_arity(op), most = want + op_table[op].optional;
+    if (n_inputs < want || n_inputs > most) {
+        if (most > want)
+            return sy__op_fail(err, err_size, SY_E_INVALID_ARG, op, "takes %u or %u inputs, got %u",
+                               want, most, n_inputs);
         return sy__op_fail(err, err_size, SY_E_INVALID_ARG, op, "takes %u input%s, got %u", want,
                            want == 1 ? "" : "s", n_inputs);
+    }
     if (inputs == NULL)
         return sy__op_fail(err, err_size, SY_E_INVALID_ARG, op, "inputs array is NULL");
     for (uint32_t i = 0; i < n_inputs; i++) {
@@ -509,7 +535,7 @@ sy_status sy_op_infer(sy_op op, sy_tensor *const *inputs, uint32_t n_inputs,
         st = infer_softmax(inputs, p, &o, err, err_size);
         break;
     case SY_OP_ATTENTION:
-        st = infer_attention(inputs, p, &o, err, err_size);
+        st = infer_attention(inputs, n_inputs, p, &o, err, err_size);
         break;
     case SY_OP_SWIGLU:
     case SY_OP_GEGLU:
@@ -523,7 +549,7 @@ sy_status sy_op_infer(sy_op op, sy_tensor *const *inputs, uint32_t n_inputs,
     case SY_OP_PERMUTE:
     case SY_OP_TRANSPOSE:
     case SY_OP_KV_WRITE:
-        st = sy__infer_alias(op, inputs, p, &o, err, err_size);
+        st = sy__infer_alias(op, inputs, n_inputs, p, &o, err, err_size);
         break;
     case SY_OP_ARGMAX:
         st = infer_argmax(inputs, &o, err, err_size);

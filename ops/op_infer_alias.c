@@ -142,8 +142,8 @@ static sy_status infer_permute(sy_op op, const sy_tensor *x, const int64_t axes[
     return find_root(op, x, &o->view_src, &o->view_offset, err, es);
 }
 
-static sy_status infer_kv_write(sy_tensor *const *in, const sy_op_params *p, sy_tensor *o, char *err,
-                                size_t es)
+static sy_status infer_kv_write(sy_tensor *const *in, uint32_t n_in, const sy_op_params *p,
+                                sy_tensor *o, char *err, size_t es)
 {
     const sy_tensor *cache = in[0], *rows = in[1];
     switch (cache->dtype) {
@@ -167,14 +167,24 @@ static sy_status infer_kv_write(sy_tensor *const *in, const sy_op_params *p, sy_
                            sy__shape_str(cache->ne, a), sy__shape_str(rows->ne, b));
     }
     const int64_t start = p->i[0];
-    if (start < 0 || start > cache->ne[2] - rows->ne[2])
+    if (n_in > 2) {
+        /* The start comes when the node runs: the output is the whole
+         * cache, and only the rows must fit it. */
+        sy_status st = sy__want_run_time_position(SY_OP_KV_WRITE, 2, in[2], start, err, es);
+        if (st != SY_OK)
+            return st;
+        if (rows->ne[2] > cache->ne[2])
+            return sy__op_fail(err, es, SY_E_SHAPE, SY_OP_KV_WRITE,
+                               "writing %lld rows overflows the cache of %lld rows",
+                               (long long)rows->ne[2], (long long)cache->ne[2]);
+    } else if (start < 0 || start > cache->ne[2] - rows->ne[2])
         return sy__op_fail(err, es, SY_E_SHAPE, SY_OP_KV_WRITE,
                            "writing %lld rows at start %lld (p.i[0]) overflows the cache of %lld rows",
                            (long long)rows->ne[2], (long long)start, (long long)cache->ne[2]);
     o->dtype = cache->dtype;
     o->ne[0] = cache->ne[0];
     o->ne[1] = cache->ne[1];
-    o->ne[2] = start + rows->ne[2];
+    o->ne[2] = n_in > 2 ? cache->ne[2] : start + rows->ne[2];
     o->ne[3] = 1;
     for (int d = 0; d < SY_MAX_DIMS; d++)
         o->nb[d] = cache->nb[d];
@@ -182,8 +192,8 @@ static sy_status infer_kv_write(sy_tensor *const *in, const sy_op_params *p, sy_
     return find_root(SY_OP_KV_WRITE, cache, &o->view_src, &o->view_offset, err, es);
 }
 
-sy_status sy__infer_alias(sy_op op, sy_tensor *const *in, const sy_op_params *p, sy_tensor *out,
-                          char *err, size_t err_size)
+sy_status sy__infer_alias(sy_op op, sy_tensor *const *in, uint32_t n_in, const sy_op_params *p,
+                          sy_tensor *out, char *err, size_t err_size)
 {
     static const int64_t transpose_axes[SY_MAX_DIMS] = {1, 0, 2, 3};
     switch (op) {
@@ -196,7 +206,7 @@ sy_status sy__infer_alias(sy_op op, sy_tensor *const *in, const sy_op_params *p,
     case SY_OP_TRANSPOSE:
         return infer_permute(op, in[0], transpose_axes, out, err, err_size);
     case SY_OP_KV_WRITE:
-        return infer_kv_write(in, p, out, err, err_size);
+        return infer_kv_write(in, n_in, p, out, err, err_size);
     default:
         return sy__op_fail(err, err_size, SY_E_INTERNAL, op, "is not an alias op");
     }

@@ -79,6 +79,14 @@ int32_t sy__load_i32(const sy_tensor *t, int64_t i0, int64_t i1, int64_t i2, int
     return v;
 }
 
+sy_status sy__run_time_position(const sy_tensor *t, int64_t *out)
+{
+    if (t->dtype != SY_DTYPE_I32 || sy_tensor_nelements(t) != 1 || !t->data)
+        return SY_E_INVALID_ARG;
+    *out = sy__load_i32(t, 0, 0, 0, 0);
+    return SY_OK;
+}
+
 void sy__store_f32(sy_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3, float v)
 {
     memcpy(sy__row_ptr(t, i1, i2, i3) + (uint64_t)i0 * t->nb[0], &v, sizeof v);

@@ -43,8 +43,14 @@ uint32_t sy__op_arity(sy_op op);
 /* Infers the alias ops VIEW, RESHAPE, PERMUTE, TRANSPOSE and KV_WRITE into
  * |out| (a scratch tensor the caller zeroed).  Inputs were already checked
  * for count, NULL, dtype and extents by sy_op_infer(). */
-sy_status sy__infer_alias(sy_op op, sy_tensor *const *in, const sy_op_params *p, sy_tensor *out,
-                          char *err, size_t err_size);
+sy_status sy__infer_alias(sy_op op, sy_tensor *const *in, uint32_t n_in, const sy_op_params *p,
+                          sy_tensor *out, char *err, size_t err_size);
+
+/* Checks input |i| of |op|, the run-time start or n_past of KV_WRITE and
+ * ATTENTION: one I32 element, with the params' own value |param| (p.i[0])
+ * left at 0. */
+sy_status sy__want_run_time_position(sy_op op, uint32_t i, const sy_tensor *t, int64_t param,
+                                     char *err, size_t err_size);
 
 /* ------------------------------------------------------------ row access */
 
@@ -82,6 +88,10 @@ sy_status sy__row_store_f32(sy_tensor *t, int64_t i1, int64_t i2, int64_t i3, co
 
 /* Reads one I32 element (i0 of row i1, i2, i3); the caller checked the dtype. */
 int32_t sy__load_i32(const sy_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3);
+
+/* The value of a run-time start or n_past input (one I32 element in host
+ * memory); SY_E_INVALID_ARG when |t| is not that. */
+sy_status sy__run_time_position(const sy_tensor *t, int64_t *out);
 
 /* Stores one F32 value at element (i0, i1, i2, i3) of an F32 tensor. */
 void sy__store_f32(sy_tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3, float v);

@@ -62,9 +62,11 @@ sy_status sy__ref_kv_write(const sy_node *node)
     sy_tensor *cache = node->output;
     if (rows->dtype != SY_DTYPE_F32)
         return SY_E_DTYPE;
-    const int64_t start = node->params.i[0];
+    int64_t start = node->params.i[0];
+    if (node->n_inputs > 2 && sy__run_time_position(node->inputs[2], &start) != SY_OK)
+        return SY_E_INVALID_ARG;
     if (start < 0 || start + rows->ne[2] > cache->ne[2])
-        return SY_E_SHAPE;
+        return node->n_inputs > 2 ? SY_E_INVALID_ARG : SY_E_SHAPE;
     float *tmp = malloc((size_t)rows->ne[0] * sizeof *tmp);
     if (tmp == NULL)
         return SY_E_NO_MEMORY;

@@ -81,10 +81,11 @@ out_free:
     return st;
 }
 
-/* Loads the S rows of kv head |h| of |t| ([D,Hkv,S]) as F32 into dst[S][D]. */
-static sy_status load_head(const sy_tensor *t, int64_t h, float *dst)
+/* Loads the first |n| rows of kv head |h| of |t| ([D,Hkv,S]) as F32 into
+ * dst[n][D]. */
+static sy_status load_head(const sy_tensor *t, int64_t h, int64_t n, float *dst)
 {
-    for (int64_t s = 0; s < t->ne[2]; s++) {
+    for (int64_t s = 0; s < n; s++) {
         sy_status st = sy__row_load_f32(t, h, s, 0, dst + s * t->ne[0]);
         if (st != SY_OK)
             return st;
@@ -106,10 +107,18 @@ sy_status sy__ref_attention(const sy_node *node)
             return SY_E_DTYPE;
     }
     const int64_t D = q->ne[0], Hq = q->ne[1], T = q->ne[2];
-    const int64_t Hkv = k->ne[1], S = k->ne[2];
+    const int64_t Hkv = k->ne[1];
     const int64_t group = Hq / Hkv;
     const double scale = node->params.f[0];
-    const int64_t n_past = node->params.i[0], window = node->params.i[1];
+    int64_t n_past = node->params.i[0], S = k->ne[2];
+    const int64_t window = node->params.i[1];
+    if (node->n_inputs > 3) {
+        /* n_past at run time: rows from n_past + T on are never read. */
+        if (sy__run_time_position(node->inputs[3], &n_past) != SY_OK || n_past < 0 ||
+            n_past + T > S)
+            return SY_E_INVALID_ARG;
+        S = n_past + T;
+    }
 
     float *kh = malloc((size_t)(S * D) * sizeof *kh);
     float *vh = malloc((size_t)(S * D) * sizeof *vh);
@@ -123,9 +132,9 @@ sy_status sy__ref_attention(const sy_node *node)
 
     st = SY_OK;
     for (int64_t hk = 0; hk < Hkv && st == SY_OK; hk++) {
-        st = load_head(k, hk, kh);
+        st = load_head(k, hk, S, kh);
         if (st == SY_OK)
-            st = load_head(v, hk, vh);
+            st = load_head(v, hk, S, vh);
         /* GQA: query heads hk*group .. hk*group+group-1 share kv head hk. */
         for (int64_t h = hk * group; h < (hk + 1) * group && st == SY_OK; h++) {
             for (int64_t t = 0; t < T && st == SY_OK; t++) {

@@ -101,6 +101,7 @@ struct cpu_qkv_chain {
     uint32_t kv_dtype;
     uint32_t kv_slot; /* the KV write's bytes in the epilogue's written list */
     const char *kv_base; /* the cache's position 0 (prefetches of its past rows) */
+    const int32_t *kv_start; /* the KV write's run-time start (host), or NULL */
 };
 struct cpu_epilogue {
     cpu_state *s;
@@ -205,6 +206,12 @@ sy_status cpu_kernel_get_rows(cpu_state *s, const sy_node *node, const char **ou
 sy_status cpu_kernel_kv_write(cpu_state *s, const sy_node *node, const char **out_why);
 /* Checks a KV_WRITE node against the kernel's rules. */
 sy_status cpu_kv_write_check(const sy_node *node, const char **out_why);
+/* The start row of a KV_WRITE writing |rows| rows, or the n_past of an
+ * ATTENTION of |rows| queries: p.i[0], or the value of the node's run-time
+ * position input (types.h), checked against the cache then. */
+sy_status cpu_kv_position(const sy_node *node, int64_t rows, int64_t *out, const char **out_why);
+/* The node's run-time position input (host memory), or NULL. */
+const int32_t *cpu_kv_run_time_position(const sy_node *node);
 /* Stores |n| F32 values as one dense row of |dtype| (a dtype KV_WRITE or
  * COPY admit). */
 void cpu_store_row(const cpu_state *s, uint32_t dtype, const float *src, void *dst, int64_t n);

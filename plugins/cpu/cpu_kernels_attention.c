@@ -309,10 +309,13 @@ sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **o
         return SY_E_UNSUPPORTED;
     }
     const int64_t d = q->ne[0], hq = q->ne[1], tokens = q->ne[2], hkv = k->ne[1];
+    cpu_attention_ctx c = {.s = s, .q = q, .k = k, .v = v, .y = y, .scale = node->params.f[0],
+                           .window = node->params.i[1]};
+    sy_status st = cpu_kv_position(node, tokens, &c.n_past, out_why);
+    if (st != SY_OK)
+        return st;
     if (tokens == 0 || d == 0 || hq == 0)
         return SY_OK; /* nothing to write */
-    cpu_attention_ctx c = {.s = s, .q = q, .k = k, .v = v, .y = y, .scale = node->params.f[0],
-                           .n_past = node->params.i[0], .window = node->params.i[1]};
     if (sy_dtype_is_quantized(k->dtype))
         c.k_deq = s->isa->dequant[k->dtype];
     if (sy_dtype_is_quantized(v->dtype))
@@ -343,7 +346,7 @@ sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **o
                                : (span > 1 ? span : 1);
 
     const int64_t tile_floats = ((c.k_deq != NULL) + (c.v_deq != NULL)) * c.tile * hkv * d;
-    sy_status st = cpu_scratch_reserve(
+    st = cpu_scratch_reserve(
         s, (size_t)(tile_floats + hq / hkv * c.tile + c.per_item * hq * (d + 2)) *
                sizeof(float));
     if (st == SY_OK && c.chunks > 1) {

@@ -153,10 +153,17 @@ static bool cpu_qkv_take_kv(cpu_epilogue *e, const sy_node *node)
     if (m < 0 || e->chain[m].kv || (e->chain[m].d && e->chain[m].d != rows->ne[0]))
         return false;
     const char *lo, *hi;
-    cpu_qkv_span(cache, cpu_row(cache, 0, node->params.i[0], 0), &lo, &hi);
+    /* A run-time start may write any row: the whole cache is the span
+     * checked, and the row is found as each run readies. */
+    const int32_t *at = cpu_kv_run_time_position(node);
+    if (at)
+        lo = cache->data, hi = (const char *)cache->data + sy_tensor_nbytes(cache);
+    else
+        cpu_qkv_span(cache, cpu_row(cache, 0, node->params.i[0], 0), &lo, &hi);
     if (!cpu_qkv_may_write(e, lo, hi))
         return false;
     struct cpu_qkv_chain *c = &e->chain[m];
+    c->kv_start = at;
     c->kv_slot = e->n_written;
     cpu_qkv_wrote(e, lo, hi);
     c->kv = node;
@@ -175,7 +182,9 @@ bool cpu_epilogue_move_kv(cpu_epilogue *e, const sy_node *node)
         if (e->chain[m].kv == node)
             c = &e->chain[m];
     const char *why = NULL;
-    if (!c || node->n_inputs < 2 || cpu_kv_write_check(node, &why) != SY_OK)
+    /* A write with a run-time start never moves (its params stay): one
+     * named as changed is taken again. */
+    if (!c || c->kv_start || node->n_inputs != 2 || cpu_kv_write_check(node, &why) != SY_OK)
         return false;
     const sy_tensor *rows = node->inputs[1], *cache = node->output;
     if (rows->data != c->kv_rows.x || rows->nb[1] != c->kv_rows.x_nb || rows->ne[0] != c->d ||
@@ -273,6 +282,16 @@ sy_status cpu_epilogue_ready(cpu_epilogue *e)
         struct cpu_qkv_chain *c = &e->chain[m];
         if (!c->rope && !c->kv)
             continue;
+        if (c->kv_start) {
+            /* The row this run writes: the start its input holds now. */
+            const int64_t row = *c->kv_start, cap = c->kv->output->ne[2];
+            if (row < 0 || row > cap - 1) {
+                cpu_log(s, SY_LOG_ERROR, "kv_write '%s': run-time start %lld outside the cache "
+                        "of %lld rows", c->kv->name, (long long)row, (long long)cap);
+                return SY_E_INVALID_ARG;
+            }
+            c->kv_rows.y = (char *)c->kv_base + row * (int64_t)c->kv->output->nb[2];
+        }
         c->done = done;
         done += c->y->ne[0] / c->d * CPU_QKV_SLOT;
     }

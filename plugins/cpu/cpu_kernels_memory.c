@@ -129,12 +129,44 @@ static void cpu_kv_write_task(void *arg, uint32_t ith, uint32_t nth, uint32_t la
     }
 }
 
+const int32_t *cpu_kv_run_time_position(const sy_node *node)
+{
+    const uint32_t at = node->op == SY_OP_KV_WRITE ? 2 : 3;
+    if (!sy_op_has_run_time_position(node) || node->inputs[at]->dtype != SY_DTYPE_I32)
+        return NULL;
+    return node->inputs[at]->data;
+}
+
+sy_status cpu_kv_position(const sy_node *node, int64_t rows, int64_t *out, const char **out_why)
+{
+    if (!sy_op_has_run_time_position(node)) {
+        *out = node->params.i[0];
+        return SY_OK;
+    }
+    const int32_t *at = cpu_kv_run_time_position(node);
+    const int64_t cap = node->op == SY_OP_KV_WRITE ? node->inputs[0]->ne[2]
+                                                   : node->inputs[1]->ne[2];
+    if (!at) {
+        *out_why = "the run-time position is not an i32 in host memory";
+        return SY_E_UNSUPPORTED;
+    }
+    *out = *at;
+    if (*out < 0 || *out > cap - rows) {
+        *out_why = node->op == SY_OP_KV_WRITE ? "the run-time start puts the rows outside the cache"
+                                              : "the run-time n_past puts the queries past the "
+                                                "cache's rows";
+        return SY_E_INVALID_ARG;
+    }
+    return SY_OK;
+}
+
 sy_status cpu_kv_write_check(const sy_node *node, const char **out_why)
 {
     /* Rows are written through the output, which aliases the cache from
-     * its row 0 with the cache's dtype and strides (as the reference does). */
+     * its row 0 with the cache's dtype and strides (as the reference does).
+     * A run-time start is checked where it is read. */
     const sy_tensor *cache = node->output, *rows = node->inputs[1];
-    const int64_t start = node->params.i[0];
+    const int64_t start = sy_op_has_run_time_position(node) ? 0 : node->params.i[0];
     const uint32_t ct = cache->dtype;
     if ((ct != SY_DTYPE_F32 && ct != SY_DTYPE_F16 && ct != SY_DTYPE_Q8_0 && ct != SY_DTYPE_Q4_0) ||
         ct != node->inputs[0]->dtype || !cpu_rows_dense(cache) || !cpu_is_f32_rows(rows)) {
@@ -152,9 +184,10 @@ sy_status cpu_kv_write_check(const sy_node *node, const char **out_why)
 
 sy_status cpu_kernel_kv_write(cpu_state *s, const sy_node *node, const char **out_why)
 {
-    cpu_kv_write_ctx c = {.s = s, .cache = node->output, .rows = node->inputs[1],
-                          .start = node->params.i[0]};
+    cpu_kv_write_ctx c = {.s = s, .cache = node->output, .rows = node->inputs[1]};
     sy_status st = cpu_kv_write_check(node, out_why);
+    if (st == SY_OK)
+        st = cpu_kv_position(node, c.rows->ne[2], &c.start, out_why);
     if (st != SY_OK)
         return st;
     const int64_t rows = c.rows->ne[1] * c.rows->ne[2];

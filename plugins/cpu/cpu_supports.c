@@ -70,9 +70,9 @@ static uint32_t cpu_input_dtypes(uint32_t op, uint32_t i)
     case SY_OP_ROPE:
         return i == 0 ? f32 : i32;
     case SY_OP_ATTENTION:
-        return i == 0 ? f32 : f32 | f16 | (1u << SY_DTYPE_Q8_0) | (1u << SY_DTYPE_Q4_0);
+        return i == 0 ? f32 : i == 3 ? i32 : f32 | f16 | (1u << SY_DTYPE_Q8_0) | (1u << SY_DTYPE_Q4_0);
     case SY_OP_KV_WRITE:
-        return i == 0 ? f32 | f16 | (1u << SY_DTYPE_Q8_0) | (1u << SY_DTYPE_Q4_0) : f32;
+        return i == 0 ? f32 | f16 | (1u << SY_DTYPE_Q8_0) | (1u << SY_DTYPE_Q4_0) : i == 2 ? i32 : f32;
     case SY_OP_COPY:
     case SY_OP_VIEW:
     case SY_OP_RESHAPE:
@@ -135,13 +135,16 @@ bool cpu_device_supports(void *state, uint32_t dev, const sy_node *node, sy_supp
     if (arity == 0)
         return cpu_refuse(out_why, SY_UNSUPPORTED_OP, "op %u is not in the catalogue", op);
     const char *name = s->host->op_name ? s->host->op_name(s->host->ctx, op) : "op";
-    if (node->n_inputs != arity)
+    /* KV_WRITE and ATTENTION may read their start / n_past from one more
+     * input (types.h). */
+    const uint32_t given = sy_op_has_run_time_position(node) ? arity + 1 : arity;
+    if (node->n_inputs != given)
         return cpu_refuse(out_why, SY_UNSUPPORTED_SHAPE, "%s takes %u inputs, node has %u", name,
                           arity, node->n_inputs);
     if (!node->output)
         return cpu_refuse(out_why, SY_UNSUPPORTED_SHAPE, "%s has no output tensor", name);
 
-    for (uint32_t i = 0; i < arity; i++) {
+    for (uint32_t i = 0; i < given; i++) {
         const sy_tensor *t = node->inputs[i];
         if (!t)
             return cpu_refuse(out_why, SY_UNSUPPORTED_SHAPE, "%s input %u is missing", name, i);
@@ -160,6 +163,9 @@ bool cpu_device_supports(void *state, uint32_t dev, const sy_node *node, sy_supp
                               "%s input %u is %s with strided blocks (nb[0]=%llu)", name, i,
                               sy_dtype_name(t->dtype), (unsigned long long)t->nb[0]);
     }
+    if (given > arity && sy_tensor_nelements(node->inputs[arity]) != 1)
+        return cpu_refuse(out_why, SY_UNSUPPORTED_SHAPE, "%s: its run-time position is not one "
+                          "element", name);
     if (op == SY_OP_COPY) {
         const int64_t dst = node->params.i[0];
         if (dst < 0 || dst >= SY_DTYPE_COUNT)

@@ -17,9 +17,11 @@
 
 #if defined(__x86_64__) && defined(__LP64__)
 
-Test(abi, version_is_1_2)
+/* 1.3: KV_WRITE and ATTENTION forms with a run-time position input, no
+ * table change (plugin.h). */
+Test(abi, version_is_1_3)
 {
-    cr_expect_eq(SY_PLUGIN_ABI_VERSION, 0x00010002u);
+    cr_expect_eq(SY_PLUGIN_ABI_VERSION, 0x00010003u);
     cr_expect_eq(SY_PLUGIN_ABI_MAJOR_OF(0x00630002u), 99u);
     cr_expect_str_eq(SY_PLUGIN_ENTRY_SYMBOL, "sy_plugin_query");
 }

@@ -151,7 +151,7 @@ Test(loader, hands_the_plugin_working_host_services_and_prefixes_its_log_lines)
 
 Test(loader, refuses_a_plugin_built_for_abi_99)
 {
-    assert_refused(PLUGIN("abi99.so"), SY_E_PLUGIN_ABI, "built for ABI 99.0, host is 1.2");
+    assert_refused(PLUGIN("abi99.so"), SY_E_PLUGIN_ABI, "built for ABI 99.0, host is 1.3");
     check_leaks();
 }
 
@@ -166,7 +166,7 @@ Test(loader, refuses_a_library_without_the_entry_symbol)
 Test(loader, refuses_a_plugin_whose_query_returns_null)
 {
     assert_refused(PLUGIN("query_null.so"), SY_E_PLUGIN_ABI,
-                   "sy_plugin_query() returned NULL: the plugin cannot serve a host of ABI 1.2");
+                   "sy_plugin_query() returned NULL: the plugin cannot serve a host of ABI 1.3");
     check_leaks();
 }
 
@@ -254,14 +254,56 @@ Test(loader, accepts_a_newer_minor_abi_and_reads_only_the_fields_it_knows)
     check_leaks();
 }
 
+/* A plugin built for ABI 1.2 reads a KV write's start from its params:
+ * the core never asks it about the forms with a run-time position. */
+Test(loader, keeps_run_time_kv_positions_from_a_plugin_older_than_abi_1_3)
+{
+    log_capture cap = {0};
+    sy_runtime *rt = load(PLUGIN("older_minor.so") ":" PLUGIN("testdev.so"), &cap);
+    cr_assert_eq(sy_runtime_device_count(rt), 2, "log:\n%s", cap.text);
+    int32_t at = 3;
+    uint16_t cache[8 * 2 * 16] = {0};
+    float rows[8 * 2];
+    sy_tensor c = {.dtype = SY_DTYPE_F16, .role = SY_ROLE_KV, .n_dims = 3,
+                   .ne = {8, 2, 16, 1}, .nb = {2, 16, 32, 512}, .data = cache};
+    sy_tensor r = {.dtype = SY_DTYPE_F32, .n_dims = 3, .ne = {8, 2, 1, 1},
+                   .nb = {4, 32, 64, 64}, .data = rows};
+    sy_tensor s = {.dtype = SY_DTYPE_I32, .n_dims = 1, .ne = {1, 1, 1, 1},
+                   .nb = {4, 4, 4, 4}, .data = &at};
+    sy_tensor out = c;
+    out.view_src = &c;
+    sy_node n = {.op = SY_OP_KV_WRITE, .n_inputs = 3, .inputs = {&c, &r, &s}, .output = &out};
+    for (uint32_t d = 0; d < 2; d++) {
+        sy_plugin_info di; /* one device per plugin: device d is plugin d's */
+        cr_assert_eq(sy_runtime_query_plugin(rt, d, &di), SY_OK);
+        const bool older = strcmp(di.name, "older_minor") == 0;
+        sy_support why;
+        n.n_inputs = 3;
+        cr_assert_eq(sy_runtime_device_supports(rt, d, &n, &why), !older, "%s", di.name);
+        if (older) {
+            cr_assert_eq(why.reason, SY_UNSUPPORTED_OP);
+            cr_assert_str_eq(why.text, "plugin 'older_minor' is built for ABI 1.2, before KV "
+                                       "positions read at run time (1.3)");
+        }
+        n.n_inputs = 2;
+        n.params.i[0] = 3;
+        out.ne[2] = 4;
+        cr_assert(sy_runtime_device_supports(rt, d, &n, &why), "%s: %s", di.name, why.text);
+        n.params.i[0] = 0;
+        out.ne[2] = 16;
+    }
+    sy_runtime_destroy(rt);
+    check_leaks();
+}
+
 Test(loader, loads_a_directory_in_sorted_order_and_refuses_each_broken_file_there)
 {
     log_capture cap = {0};
     sy_runtime *rt = load(SY_TEST_PLUGIN_DIR, &cap);
     static const char *const loaded[] = {"async_fault_matmul", "asyncdev",     "asyncdev_b",
                                          "dup",                "fault_alloc",  "fault_execute",
-                                         "fault_matmul",       "future_minor", "opaquedev",
-                                         "testdev",            "unmapped"};
+                                         "fault_matmul",       "future_minor", "older_minor",
+                                         "opaquedev",          "testdev",      "unmapped"};
     static const char *const refused[] = {"abi99.so",        "dup_b.so",        "fault_describe.so",
                                           "init_fails.so",   "no_entry.so",     "null_execute.so",
                                           "query_null.so",   "small_table.so",  "x.so"};

@@ -421,6 +421,52 @@ Test(infer, kv_write_aliases_the_cache_prefix)
     expect_fail(SY_OP_KV_WRITE, in, 2, &p, SY_E_SHAPE, "same D and H");
 }
 
+/* With a run-time start (in2), the output is the whole cache and the
+ * start is checked when the node runs. */
+Test(infer, kv_write_with_a_run_time_start_aliases_the_whole_cache)
+{
+    sy_tensor cache = tu_tensor(SY_DTYPE_F16, 8, 2, 16, 1, NULL);
+    sy_tensor rows = tu_tensor(SY_DTYPE_F32, 8, 2, 3, 1, NULL);
+    sy_tensor start = tu_tensor(SY_DTYPE_I32, 1, 1, 1, 1, NULL);
+    sy_tensor *in[3] = {&cache, &rows, &start};
+    sy_op_params p = {.i = {0}};
+    sy_tensor o = infer_ok(SY_OP_KV_WRITE, in, 3, &p);
+    expect_shape(&o, 8, 2, 16, 1);
+    cr_assert_eq(o.view_src, &cache);
+    p.i[0] = 5;
+    expect_fail(SY_OP_KV_WRITE, in, 3, &p, SY_E_INVALID_ARG,
+                "kv_write: p.i[0] must be 0 when start (in2) gives it at run time, got 5");
+    p.i[0] = 0;
+    start.dtype = SY_DTYPE_F32;
+    expect_fail(SY_OP_KV_WRITE, in, 3, &p, SY_E_DTYPE, "kv_write: start must be i32, got f32");
+    start = tu_tensor(SY_DTYPE_I32, 2, 1, 1, 1, NULL);
+    expect_fail(SY_OP_KV_WRITE, in, 3, &p, SY_E_SHAPE, "kv_write: start must be one element");
+    start = tu_tensor(SY_DTYPE_I32, 1, 1, 1, 1, NULL);
+    rows = tu_tensor(SY_DTYPE_F32, 8, 2, 17, 1, NULL);
+    expect_fail(SY_OP_KV_WRITE, in, 3, &p, SY_E_SHAPE,
+                "kv_write: writing 17 rows overflows the cache of 16 rows");
+    expect_fail(SY_OP_KV_WRITE, in, 4, &p, SY_E_INVALID_ARG, "kv_write: takes 2 or 3 inputs, got 4");
+}
+
+Test(infer, attention_with_a_run_time_n_past_checks_its_input)
+{
+    sy_tensor q = tu_tensor(SY_DTYPE_F32, 8, 4, 2, 1, NULL);
+    sy_tensor k = tu_tensor(SY_DTYPE_F16, 8, 2, 16, 1, NULL);
+    sy_tensor v = tu_tensor(SY_DTYPE_F16, 8, 2, 16, 1, NULL);
+    sy_tensor n_past = tu_tensor(SY_DTYPE_I32, 1, 1, 1, 1, NULL);
+    sy_tensor *in[4] = {&q, &k, &v, &n_past};
+    sy_op_params p = {.i = {0, 0}, .f = {0.5f}};
+    sy_tensor o = infer_ok(SY_OP_ATTENTION, in, 4, &p);
+    expect_shape(&o, 8, 4, 2, 1);
+    p.i[0] = 3;
+    expect_fail(SY_OP_ATTENTION, in, 4, &p, SY_E_INVALID_ARG,
+                "attention: p.i[0] must be 0 when n_past (in3) gives it at run time, got 3");
+    p.i[0] = 0;
+    n_past.dtype = SY_DTYPE_F16;
+    expect_fail(SY_OP_ATTENTION, in, 4, &p, SY_E_DTYPE, "attention: n_past must be i32, got f16");
+    expect_fail(SY_OP_ATTENTION, in, 2, &p, SY_E_INVALID_ARG, "attention: takes 3 or 4 inputs, got 2");
+}
+
 Test(infer, leaves_the_error_buffer_empty_on_success_and_accepts_null)
 {
     sy_tensor x = tu_tensor(SY_DTYPE_F32, 4, 1, 1, 1, NULL);

@@ -228,6 +228,54 @@ Test(ref_attention, ignores_masked_cache_rows_even_when_they_hold_nan)
     free(out.data);
 }
 
+/* n_past from the run-time input (in3): the same result as the params'
+ * n_past on the rows up to the last query, whatever the rows after them
+ * hold (NaN here); an n_past past the cache fails. */
+Test(ref_attention, takes_n_past_from_the_run_time_input)
+{
+    enum { D = 8, HQ = 4, HKV = 2, T = 2, S = 9 };
+    tu_rng rng = tu_rng_fresh();
+    float q[D * HQ * T], k[D * HKV * S], v[D * HKV * S];
+    tu_fill(&rng, q, D * HQ * T, -1, 1);
+    tu_fill(&rng, k, D * HKV * S, -1, 1);
+    tu_fill(&rng, v, D * HKV * S, -1, 1);
+    for (int32_t n_past = 0; n_past + T <= S; n_past++) {
+        float kn[D * HKV * S], vn[D * HKV * S];
+        memcpy(kn, k, sizeof k);
+        memcpy(vn, v, sizeof v);
+        for (int i = (n_past + T) * D * HKV; i < D * HKV * S; i++)
+            kn[i] = vn[i] = NAN;
+        for (int window = 0; window < 3; window += 2) {
+            sy_tensor tq = tu_tensor(SY_DTYPE_F32, D, HQ, T, 1, q);
+            sy_tensor tk = tu_tensor(SY_DTYPE_F32, D, HKV, n_past + T, 1, k);
+            sy_tensor tv = tu_tensor(SY_DTYPE_F32, D, HKV, n_past + T, 1, v);
+            sy_tensor want, *in3[3] = {&tq, &tk, &tv};
+            const sy_op_params p = {.i = {n_past, window}, .f = {0.3f}};
+            cr_assert_eq(tu_run(SY_OP_ATTENTION, in3, 3, &p, &want), SY_OK);
+            sy_tensor tkn = tu_tensor(SY_DTYPE_F32, D, HKV, S, 1, kn);
+            sy_tensor tvn = tu_tensor(SY_DTYPE_F32, D, HKV, S, 1, vn);
+            sy_tensor tn = tu_tensor(SY_DTYPE_I32, 1, 1, 1, 1, &n_past);
+            sy_tensor got, *in4[4] = {&tq, &tkn, &tvn, &tn};
+            const sy_op_params pr = {.i = {0, window}, .f = {0.3f}};
+            cr_assert_eq(tu_run(SY_OP_ATTENTION, in4, 4, &pr, &got), SY_OK);
+            cr_assert(memcmp(got.data, want.data, sizeof(float) * D * HQ * T) == 0,
+                      "n_past %d window %d seed %llu", n_past, window,
+                      (unsigned long long)rng.seed);
+            free(want.data);
+            free(got.data);
+        }
+    }
+    int32_t past_end = S - T + 1;
+    sy_tensor tq = tu_tensor(SY_DTYPE_F32, D, HQ, T, 1, q);
+    sy_tensor tk = tu_tensor(SY_DTYPE_F32, D, HKV, S, 1, k);
+    sy_tensor tv = tu_tensor(SY_DTYPE_F32, D, HKV, S, 1, v);
+    sy_tensor tn = tu_tensor(SY_DTYPE_I32, 1, 1, 1, 1, &past_end);
+    sy_tensor out, *in4[4] = {&tq, &tk, &tv, &tn};
+    const sy_op_params p = {.i = {0, 0}, .f = {0.3f}};
+    cr_assert_eq(tu_run(SY_OP_ATTENTION, in4, 4, &p, &out), SY_E_INVALID_ARG);
+    free(out.data);
+}
+
 Test(ref_attention, reads_k_and_v_through_permuted_views)
 {
     /* K stored as [D=2, S=3, Hkv=2] and permuted to [D, Hkv, S]. */

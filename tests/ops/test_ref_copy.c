@@ -167,6 +167,47 @@ Test(ref_kv_write, writes_rows_p_to_p_plus_t_and_nothing_else)
             }
 }
 
+/* The run-time start (in2) writes where the params' start would, and a
+ * start that puts the rows past the cache fails without writing. */
+Test(ref_kv_write, takes_its_start_from_the_run_time_input)
+{
+    enum { D = 4, H = 2, C = 6, T = 2 };
+    float rows[D * H * T];
+    for (int i = 0; i < D * H * T; i++)
+        rows[i] = (float)i * 0.25f - 1.0f;
+    for (int32_t at = -1; at <= C - T + 1; at++) {
+        uint16_t want[D * H * C], got[D * H * C];
+        for (int i = 0; i < D * H * C; i++)
+            want[i] = got[i] = 0x7777;
+        sy_tensor tw = tu_tensor(SY_DTYPE_F16, D, H, C, 1, want);
+        sy_tensor tg = tu_tensor(SY_DTYPE_F16, D, H, C, 1, got);
+        sy_tensor tr = tu_tensor(SY_DTYPE_F32, D, H, T, 1, rows);
+        sy_tensor ts = tu_tensor(SY_DTYPE_I32, 1, 1, 1, 1, &at);
+        const bool fits = at >= 0 && at + T <= C;
+        if (fits) { /* the params' form, as the oracle */
+            sy_tensor *in[2] = {&tw, &tr};
+            const sy_op_params p = {.i = {at}};
+            sy_tensor out;
+            memset(&out, 0, sizeof out);
+            cr_assert_eq(sy_op_infer(SY_OP_KV_WRITE, in, 2, &p, &out, NULL, 0), SY_OK);
+            out.data = want;
+            sy_node node = make_node(SY_OP_KV_WRITE, in, 2, &out, &p);
+            cr_assert_eq(sy_op_reference_execute(&node), SY_OK);
+        }
+        sy_tensor *in[3] = {&tg, &tr, &ts};
+        const sy_op_params p = {.i = {0}};
+        sy_tensor out;
+        memset(&out, 0, sizeof out);
+        cr_assert_eq(sy_op_infer(SY_OP_KV_WRITE, in, 3, &p, &out, NULL, 0), SY_OK);
+        cr_assert_eq(out.ne[2], C);
+        out.data = got;
+        sy_node node = make_node(SY_OP_KV_WRITE, in, 3, &out, &p);
+        cr_assert_eq(sy_op_reference_execute(&node), fits ? SY_OK : SY_E_INVALID_ARG, "start %d",
+                     at);
+        cr_assert(memcmp(got, want, sizeof got) == 0, "start %d: the cache differs", at);
+    }
+}
+
 Test(ref_kv_write, quantizes_into_a_q8_0_cache)
 {
     enum { D = 32, C = 4 };

@@ -540,6 +540,63 @@ Test(cpu_attention, runs_blocks_of_prefill_tokens_against_shared_tiles)
     check_attention_gqa(SY_DTYPE_Q4_0, SY_DTYPE_F32, 8, 2, 32, 33, 90, 50, 7);
 }
 
+/* n_past from an input (types.h): the whole cache is given and its rows
+ * past the last query hold NaN, which neither side may read. */
+static void check_attention_run_time(sy_dtype kvt, int64_t t, int64_t s, int64_t n_past,
+                                     int64_t window)
+{
+    tcase tc;
+    tc_begin(&tc, "attention with n_past %lld at run time, k=v=%s T=%lld S=%lld window=%lld",
+             (long long)n_past, sy_dtype_name(kvt), (long long)t, (long long)s,
+             (long long)window);
+    const int64_t d = 64, hkv = 2;
+    sy_tensor *k = tc_input(&tc, "k", kvt, d, hkv, s, 1), *v = tc_input(&tc, "v", kvt, d, hkv, s, 1);
+    for (int64_t r = n_past + t; r < s; r++)
+        for (int64_t i = 0; i < d * hkv; i++) {
+            if (kvt == SY_DTYPE_F32) {
+                ((float *)k->data)[r * d * hkv + i] = NAN;
+                ((float *)v->data)[r * d * hkv + i] = NAN;
+            } else {
+                ((uint16_t *)k->data)[r * d * hkv + i] = 0x7e00; /* f16 NaN */
+                ((uint16_t *)v->data)[r * d * hkv + i] = 0x7e00;
+            }
+        }
+    int32_t *np = tc_alloc(&tc, sizeof *np);
+    *np = (int32_t)n_past;
+    const int64_t one[4] = {1, 1, 1, 1};
+    sy_tensor *in[4] = {tc_input(&tc, "q", SY_DTYPE_F32, d, 8, t, 1), k, v,
+                        tc_leaf(&tc, "n_past", SY_DTYPE_I32, one, SY_ROLE_INPUT, np)};
+    sy_op_params p = {.i = {0, window}, .f = {0.375f}};
+    tc_output(&tc, tc_node(&tc, SY_OP_ATTENTION, "o", in, 4, &p));
+    tc_run(&tc, (tol){2e-5, 2e-5});
+    tc_end(&tc);
+}
+
+Test(cpu_attention, reads_n_past_at_run_time_and_no_row_after_the_queries)
+{
+    check_attention_run_time(SY_DTYPE_F32, 1, 64, 0, 0);
+    check_attention_run_time(SY_DTYPE_F16, 1, 600, 300, 0); /* key chunks on 2 lanes */
+    check_attention_run_time(SY_DTYPE_F16, 1, 600, 599, 100);
+    check_attention_run_time(SY_DTYPE_F32, 5, 40, 17, 0);
+}
+
+Test(cpu_attention, fails_an_n_past_past_the_cache_at_run_time)
+{
+    tcase tc;
+    tc_begin(&tc, "attention with n_past past the cache");
+    int32_t *np = tc_alloc(&tc, sizeof *np);
+    *np = 15; /* 15 + 2 queries > 16 rows */
+    const int64_t one[4] = {1, 1, 1, 1};
+    sy_tensor *in[4] = {tc_input(&tc, "q", SY_DTYPE_F32, 32, 4, 2, 1),
+                        tc_input(&tc, "k", SY_DTYPE_F16, 32, 2, 16, 1),
+                        tc_input(&tc, "v", SY_DTYPE_F16, 32, 2, 16, 1),
+                        tc_leaf(&tc, "n_past", SY_DTYPE_I32, one, SY_ROLE_INPUT, np)};
+    sy_op_params p = {.i = {0, 0}, .f = {0.25f}};
+    tc_output(&tc, tc_node(&tc, SY_OP_ATTENTION, "o", in, 4, &p));
+    tc_run_expect(&tc, TOL_EXACT, SY_E_INVALID_ARG);
+    tc_end(&tc);
+}
+
 /* ------------------------------------------------------------- kv_write */
 
 static void check_kv_write(sy_dtype cache_type, int64_t d, int64_t h, int64_t c, int64_t start,
@@ -556,6 +613,37 @@ static void check_kv_write(sy_dtype cache_type, int64_t d, int64_t h, int64_t c,
     tc_state(&tc, cache);
     tc_run(&tc, TOL_EXACT);
     tc_end(&tc);
+}
+
+static void check_kv_write_run_time(sy_dtype cache_type, int64_t c, int32_t start, int64_t t,
+                                    sy_status expect)
+{
+    tcase tc;
+    tc_begin(&tc, "kv_write cache=%s C=%lld start %d at run time T=%lld",
+             sy_dtype_name(cache_type), (long long)c, start, (long long)t);
+    const int64_t cne[4] = {64, 4, c, 1}, one[4] = {1, 1, 1, 1};
+    int32_t *at = tc_alloc(&tc, sizeof *at);
+    *at = start;
+    sy_tensor *cache = tc_leaf(&tc, "cache", cache_type, cne, SY_ROLE_KV, NULL);
+    sy_tensor *in[3] = {cache, tc_input(&tc, "rows", SY_DTYPE_F32, 64, 4, t, 1),
+                        tc_leaf(&tc, "start", SY_DTYPE_I32, one, SY_ROLE_INPUT, at)};
+    sy_op_params p = {.i = {0}};
+    tc_output(&tc, tc_node(&tc, SY_OP_KV_WRITE, "kv", in, 3, &p));
+    tc_state(&tc, cache);
+    tc_run_expect(&tc, TOL_EXACT, expect);
+    tc_end(&tc);
+}
+
+Test(cpu_memory, writes_kv_rows_at_a_run_time_start)
+{
+    static const sy_dtype types[] = {SY_DTYPE_F32, SY_DTYPE_F16, SY_DTYPE_Q8_0, SY_DTYPE_Q4_0};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        check_kv_write_run_time(types[i], 32, 29, 3, SY_OK);
+        check_kv_write_run_time(types[i], 32, 0, 1, SY_OK);
+        check_kv_write_run_time(types[i], 32, 7, 12, SY_OK);
+    }
+    check_kv_write_run_time(SY_DTYPE_F16, 32, 30, 3, SY_E_INVALID_ARG);
+    check_kv_write_run_time(SY_DTYPE_F16, 32, -1, 1, SY_E_INVALID_ARG);
 }
 
 Test(cpu_memory, writes_kv_rows_into_every_cache_dtype)

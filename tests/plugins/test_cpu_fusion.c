@@ -22,6 +22,7 @@ typedef struct qkv_shape {
     int64_t k, d, heads, kv_heads, tokens, ctx;
     sy_dtype wtype, cache;
     int64_t mode, n_rot;
+    bool run_time_start; /* the KV writes' start from an input (types.h) */
 } qkv_shape;
 
 static sy_tensor *reshape(tcase *tc, const char *name, sy_tensor *x, int64_t d, int64_t h,
@@ -134,10 +135,19 @@ static void check_qkv(const qkv_shape *sh)
     const int64_t cne[4] = {d, sh->kv_heads, sh->ctx, 1};
     sy_tensor *kc = tc_leaf(&tc, "cache_k", sh->cache, cne, SY_ROLE_KV, NULL);
     sy_tensor *vc = tc_leaf(&tc, "cache_v", sh->cache, cne, SY_ROLE_KV, NULL);
-    const sy_op_params at = {.i = {(int64_t)trng_below(&tc.rng, (uint32_t)(sh->ctx - t + 1))}};
-    sy_tensor *kin[2] = {kc, rk}, *vin[2] = {vc, v};
-    sy_tensor *kw = tc_node(&tc, SY_OP_KV_WRITE, "cache_k.write", kin, 2, &at);
-    sy_tensor *vw = tc_node(&tc, SY_OP_KV_WRITE, "cache_v.write", vin, 2, &at);
+    sy_op_params at = {.i = {(int64_t)trng_below(&tc.rng, (uint32_t)(sh->ctx - t + 1))}};
+    sy_tensor *kin[3] = {kc, rk, NULL}, *vin[3] = {vc, v, NULL};
+    uint32_t n_kv_in = 2;
+    if (sh->run_time_start) {
+        int32_t *start = tc_alloc(&tc, sizeof *start);
+        *start = (int32_t)at.i[0];
+        at.i[0] = 0;
+        const int64_t one[4] = {1, 1, 1, 1};
+        kin[2] = vin[2] = tc_leaf(&tc, "kv_start", SY_DTYPE_I32, one, SY_ROLE_INPUT, start);
+        n_kv_in = 3;
+    }
+    sy_tensor *kw = tc_node(&tc, SY_OP_KV_WRITE, "cache_k.write", kin, n_kv_in, &at);
+    sy_tensor *vw = tc_node(&tc, SY_OP_KV_WRITE, "cache_v.write", vin, n_kv_in, &at);
     tc_output(&tc, rq);
     tc_output(&tc, kw);
     tc_output(&tc, vw);
@@ -174,6 +184,17 @@ Test(cpu_fusion, ropes_and_writes_heads_that_tiles_straddle)
                           .wtype = SY_DTYPE_Q4_1, .cache = SY_DTYPE_F32, .mode = SY_ROPE_NORMAL,
                           .n_rot = 32};
     check_qkv(&sh);
+}
+
+/* KV writes whose start is read when they run (types.h), as a session's
+ * decode graph has them: the tiles write the row the input names. */
+Test(cpu_fusion, writes_heads_at_a_run_time_start)
+{
+    const qkv_shape sh = {.k = 1024, .d = 40, .heads = 6, .kv_heads = 2, .tokens = 1, .ctx = 9,
+                          .wtype = SY_DTYPE_Q4_1, .cache = SY_DTYPE_F32, .mode = SY_ROPE_NORMAL,
+                          .n_rot = 32, .run_time_start = true};
+    for (int i = 0; i < 3; i++)
+        check_qkv(&sh);
 }
 
 /* A prompt (several tokens) runs the nodes alone. */

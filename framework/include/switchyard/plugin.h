@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 #define SY_PLUGIN_ABI_MAJOR 1u
-#define SY_PLUGIN_ABI_MINOR 2u
+#define SY_PLUGIN_ABI_MINOR 3u
 #define SY_PLUGIN_ABI_VERSION ((SY_PLUGIN_ABI_MAJOR << 16) | SY_PLUGIN_ABI_MINOR)
 #define SY_PLUGIN_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
 
@@ -190,6 +190,10 @@ typedef struct sy_plugin_desc {
      * 1.2. */
     sy_status (*execute_keyed)(void *state, uint32_t dev, sy_node *const *nodes, uint32_t n,
                                uint64_t key, sy_node *const *changed, uint32_t n_changed);
+    /* --- ABI 1.3: no new field.  KV_WRITE and ATTENTION may come with a
+     * run-time start / n_past input (types.h); the core gives those forms
+     * only to plugins of 1.3 or later, whose supports() accepts or
+     * refuses them. --- */
     /* --- append only --- */
 } sy_plugin_desc;
 

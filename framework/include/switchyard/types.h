@@ -102,7 +102,11 @@ static inline bool sy_dtype_is_quantized(uint32_t t)
  *            softmax(q.k * p.f[0]) . v with query t at position p.i[0] + t and
  *            the causal / window masks of SOFTMAX (p.i[0] n_past, p.i[1] window);
  *            a fully masked row gives zeros.  SOFTMAX and ATTENTION refuse a
- *            zero or non-finite scale p.f[0] (an unset parameter, not a choice)
+ *            zero or non-finite scale p.f[0] (an unset parameter, not a choice).
+ *            Optional in3 I32 [1]: n_past read when the node runs (p.i[0] must
+ *            be 0); then S may exceed n_past + T, and rows from n_past + T on
+ *            are never read (a decode graph that stays the same from token to
+ *            token; a run with n_past + T > S fails)
  * SILU, GELU in0 F32 -> F32 (GELU: tanh approximation)
  * SWIGLU     in0 gate F32, in1 up F32 (same shape) -> silu(gate) * up
  * GEGLU      in0 gate F32, in1 up F32 (same shape) -> gelu(gate) * up
@@ -115,7 +119,12 @@ static inline bool sy_dtype_is_quantized(uint32_t t)
  * PERMUTE    in0 -> alias; source dim k becomes output dim p.i[k]
  * TRANSPOSE  in0 -> alias with dims 0 and 1 swapped
  * KV_WRITE   in0 cache [D,H,C] F32|F16|Q8_0|Q4_0, in1 F32 [D,H,T], p.i[0] start P,
- *            P + T <= C -> alias of the cache [D,H,P+T] after writing in1 at rows P..P+T-1
+ *            P + T <= C -> alias of the cache [D,H,P+T] after writing in1 at rows P..P+T-1.
+ *            Optional in2 I32 [1]: P read when the node runs (p.i[0] must be 0)
+ *            -> alias of the whole cache [D,H,C]; rows outside P..P+T-1 keep
+ *            what they held, and a run with P < 0 or P + T > C fails.  Only
+ *            plugins of ABI 1.3 or later are given the forms with a run-time
+ *            P or n_past
  * ARGMAX     in0 F32 [N,M] -> I32 [M] (first maximum of each row)
  */
 typedef enum sy_op {
@@ -208,6 +217,14 @@ typedef struct sy_node {
     sy_op_params params;
     char name[SY_NAME_MAX];
 } sy_node;
+
+/* True for the forms of KV_WRITE and ATTENTION that read their start or
+ * n_past from an input when they run (types.h, ops). */
+static inline bool sy_op_has_run_time_position(const sy_node *n)
+{
+    return (n->op == SY_OP_KV_WRITE && n->n_inputs == 3) ||
+           (n->op == SY_OP_ATTENTION && n->n_inputs == 4);
+}
 
 static inline int64_t sy_tensor_nelements(const sy_tensor *t)
 {
