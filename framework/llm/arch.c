@@ -57,18 +57,24 @@ static void node_name(const builder *b, const char *what, char *out, size_t size
     name_cat(out, size, at, what);
 }
 
-static sy_tensor *op(builder *b, sy_op o, const char *what, sy_tensor *x, sy_tensor *y,
-                     sy_tensor *z, const sy_op_params *p)
+static sy_tensor *op4(builder *b, sy_op o, const char *what, sy_tensor *x, sy_tensor *y,
+                      sy_tensor *z, sy_tensor *w, const sy_op_params *p)
 {
     if (b->st != SY_OK)
         return NULL;
-    sy_tensor *in[3] = {x, y, z};
-    uint32_t n = z ? 3 : y ? 2 : 1;
+    sy_tensor *in[4] = {x, y, z, w};
+    uint32_t n = w ? 4 : z ? 3 : y ? 2 : 1;
     char name[SY_NAME_MAX];
     node_name(b, what, name, sizeof name);
     sy_tensor *out = NULL;
     b->st = sy_graph_add_node(b->g, o, name, in, n, p, &out);
     return out;
+}
+
+static sy_tensor *op(builder *b, sy_op o, const char *what, sy_tensor *x, sy_tensor *y,
+                     sy_tensor *z, const sy_op_params *p)
+{
+    return op4(b, o, what, x, y, z, NULL, p);
 }
 
 static sy_tensor *weight(builder *b, const sy_gguf_tensor_info *w)
@@ -136,7 +142,7 @@ void sy__model_step_params(const sy_model *m, const sy_step_desc *s, uint32_t il
 }
 
 static sy_tensor *attention_block(builder *b, uint32_t il, sy_tensor *h, sy_tensor *pos,
-                                  sy_tensor *kc, sy_tensor *vc)
+                                  sy_tensor *kc, sy_tensor *vc, sy_tensor *start)
 {
     const sy_hparams *hp = &b->m->hp;
     const sy_layer_weights *w = &b->m->layers[il];
@@ -145,6 +151,8 @@ static sy_tensor *attention_block(builder *b, uint32_t il, sy_tensor *h, sy_tens
     bool local = sy__layer_is_local(hp, il);
     sy_op_params at, ap;
     sy__model_step_params(b->m, s, il, &at, &ap);
+    if (start) /* the first row comes from |start| when the step runs */
+        at.i[0] = ap.i[0] = 0;
 
     sy_tensor *q = matmul(b, "attn_q", w->wq, h, w->bq);
     sy_tensor *k = matmul(b, "attn_k", w->wk, h, w->bk);
@@ -162,9 +170,9 @@ static sy_tensor *attention_block(builder *b, uint32_t il, sy_tensor *h, sy_tens
     };
     q = op(b, SY_OP_ROPE, "attn_q.rope", q, pos, NULL, &rope);
     k = op(b, SY_OP_ROPE, "attn_k.rope", k, pos, NULL, &rope);
-    k = op(b, SY_OP_KV_WRITE, "cache_k.write", kc, k, NULL, &at);
-    v = op(b, SY_OP_KV_WRITE, "cache_v.write", vc, v, NULL, &at);
-    sy_tensor *a = op(b, SY_OP_ATTENTION, "attn", q, k, v, &ap);
+    k = op(b, SY_OP_KV_WRITE, "cache_k.write", kc, k, start, &at);
+    v = op(b, SY_OP_KV_WRITE, "cache_v.write", vc, v, start, &at);
+    sy_tensor *a = op4(b, SY_OP_ATTENTION, "attn", q, k, v, start, &ap);
     a = reshape(b, "attn.flat", a, D * hp->n_head, T, 1);
     a = matmul(b, "attn_output", w->wo, a, NULL);
     if (w->post_attn_norm)
@@ -214,8 +222,15 @@ sy_status sy__model_build_graph(const sy_model *m, const sy_step_desc *step, sy_
             kv_ne[2] = step->kv_layers[il].rows;
         sy_tensor *kc = leaf(&b, kname, step->kv_type, 3, kv_ne, SY_ROLE_KV, kd);
         sy_tensor *vc = leaf(&b, vname, step->kv_type, 3, kv_ne, SY_ROLE_KV, vd);
+        sy_tensor *start = NULL;
+        if (step->kv_layers && step->kv_starts) {
+            char sname[32];
+            const int64_t one = 1;
+            name_cat_uint(sname, sizeof sname, name_cat(sname, sizeof sname, 0, "kv_start."), il);
+            start = leaf(&b, sname, SY_DTYPE_I32, 1, &one, SY_ROLE_INPUT, &step->kv_starts[il]);
+        }
         sy_tensor *h = norm(&b, "attn_norm", x, m->layers[il].attn_norm);
-        h = attention_block(&b, il, h, pos, kc, vc);
+        h = attention_block(&b, il, h, pos, kc, vc, start);
         x = op(&b, SY_OP_ADD, "attn.residual", x, h, NULL, NULL);
         h = norm(&b, "ffn_norm", x, m->layers[il].ffn_norm);
         h = ffn_block(&b, il, h);

@@ -76,6 +76,12 @@ typedef struct sy_step_desc {
      * first position (kv_cache.h); when set, kv_k, kv_v and n_ctx are
      * unused and layers attend within their own window. */
     const sy_kv_layer *kv_layers;
+    /* Optional, with kv_layers: per layer the first row this step writes
+     * (n_past - pos0).  When set, every KV write and attention reads it
+     * from an input when it runs (types.h), so a decode graph stays the
+     * same from one step to the next: the caller writes the array before
+     * each run instead of updating the graph. */
+    const int32_t *kv_starts;
 } sy_step_desc;
 
 /* Builds and freezes the graph of one step of |m|.

@@ -38,6 +38,10 @@ struct sy_session {
     sy_kv_cache kv;
     int32_t *hist;               /* SHIFT: the ids at positions 0 .. n_past-1 */
     int32_t *tokens, *positions; /* n_batch scratch */
+    /* Per layer the first row a step writes, read by its KV writes and
+     * attentions when they run (session_graph.h); NULL: in their params. */
+    int32_t *kv_starts;
+    bool kv_probed; /* the devices were asked whether they take kv_starts */
     float *logits;               /* n_vocab floats: last position */
     sy_metrics metrics;
     sy__replan replan; /* device failures re-planned around */
@@ -95,6 +99,7 @@ void sy_session_destroy(sy_session *s)
     free(s->hist);
     free(s->tokens);
     free(s->positions);
+    free(s->kv_starts);
     free(s->logits);
     sy_planner_destroy(s->planner);
     sy__replan_deinit(&s->replan);
@@ -258,6 +263,18 @@ sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_sess
     s->tokens = malloc(s->n_batch * sizeof *s->tokens);
     s->positions = malloc(s->n_batch * sizeof *s->positions);
     s->logits = malloc((size_t)hp->n_vocab * sizeof *s->logits);
+    /* SWITCHYARD_KV_POSITIONS=params keeps the positions in the params
+     * (docs/cli.md): the form every device takes, for comparisons. */
+    const char *kvp = getenv("SWITCHYARD_KV_POSITIONS");
+    if (!kvp || strcmp(kvp, "params") != 0) {
+        s->kv_starts = calloc(hp->n_layer ? hp->n_layer : 1, sizeof *s->kv_starts);
+        if (!s->kv_starts) {
+            sy__runtime_set_error(rt, "session: out of memory for the KV starts of %u layers",
+                                  hp->n_layer);
+            sy_session_destroy(s);
+            return SY_E_NO_MEMORY;
+        }
+    }
     if (o.context_policy == SY_CONTEXT_SHIFT)
         s->hist = malloc((size_t)n_ctx * sizeof *s->hist);
     if (!s->tokens || !s->positions || !s->logits ||
@@ -322,14 +339,32 @@ static sy_status eval_chunk(sy_session *s, const int32_t *tokens, uint32_t n, bo
                                           sizeof s->err);
     if (st != SY_OK)
         return st;
+    if (s->kv_starts)
+        for (uint32_t il = 0; il < hp->n_layer; il++)
+            s->kv_starts[il] = (int32_t)(s->n_past - s->kv.layers[il].pos0);
     sy_step_desc step = {
         .n_tokens = n, .n_past = s->n_past, .all_logits = all_logits,
         .tokens = s->tokens, .positions = s->positions,
         .logits = all_logits ? out_logits : s->logits,
         .kv_type = s->kv.type, .n_ctx = s->n_ctx, .kv_layers = s->kv.layers,
+        .kv_starts = s->kv_starts,
     };
     sy__step_graph *e = NULL;
     st = sy__step_graph_get(&s->graphs, s->m, &step, &e, s->err, sizeof s->err);
+    if (st == SY_OK && s->kv_starts && !s->kv_probed) {
+        /* Once: a device that takes the positions only in the params
+         * would otherwise lose the KV writes and attentions. */
+        s->kv_probed = true;
+        if (!sy__step_graph_run_time_kv_ok(e, s->m->rt, s->devices)) {
+            sy_runtime_log(s->m->rt, SY_LOG_INFO, "session: a device takes KV positions only "
+                           "in the params: every step graph keeps them there");
+            sy__step_graph_drop(e);
+            free(s->kv_starts);
+            s->kv_starts = NULL;
+            step.kv_starts = NULL;
+            st = sy__step_graph_get(&s->graphs, s->m, &step, &e, s->err, sizeof s->err);
+        }
+    }
     if (st != SY_OK)
         return st;
     /* The plan the kept graph ran last time serves while its digest (shape

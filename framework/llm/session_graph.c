@@ -26,6 +26,7 @@ static bool same_step(const sy__step_graph *e, const sy_model *m, const sy_step_
 {
     if (!e->g || e->n_tokens != step->n_tokens || e->all_logits != step->all_logits ||
         e->tokens != step->tokens || e->positions != step->positions ||
+        e->kv_starts != step->kv_starts ||
         e->logits != step->logits || e->kv_type != step->kv_type)
         return false;
     for (uint32_t il = 0; il < m->hp.n_layer; il++) {
@@ -110,9 +111,67 @@ static sy_status build(sy__step_graph *e, const sy_model *m, const sy_step_desc 
     e->all_logits = step->all_logits;
     e->tokens = step->tokens;
     e->positions = step->positions;
+    e->kv_starts = step->kv_starts;
     e->logits = step->logits;
     e->kv_type = step->kv_type;
     return find_nodes(e, L, err, err_size);
+}
+
+/* Whether device |d| runs |n| (the form with a run-time start, and its
+ * fixed-position form at position 0): *run, *fixed. */
+static void probe_node(sy_runtime *rt, uint32_t d, const sy_node *n, bool *run, bool *fixed)
+{
+    sy_support why;
+    *run = sy_runtime_device_supports(rt, d, n, &why);
+    sy_node f = *n;
+    f.n_inputs--;
+    f.inputs[f.n_inputs] = NULL;
+    f.params.i[0] = 0;
+    sy_tensor out = *n->output, k, v;
+    if (n->op == SY_OP_KV_WRITE) {
+        out.ne[2] = n->inputs[1]->ne[2]; /* rows 0..T-1 */
+        f.output = &out;
+    } else {
+        k = *n->inputs[1];
+        v = *n->inputs[2];
+        k.ne[2] = v.ne[2] = n->inputs[0]->ne[2]; /* keys 0..T-1 */
+        f.inputs[1] = &k;
+        f.inputs[2] = &v;
+    }
+    *fixed = sy_runtime_device_supports(rt, d, &f, &why);
+}
+
+static bool device_run_time_kv_ok(sy_runtime *rt, uint32_t d, const sy_graph *g,
+                                  const sy__node_update *ups)
+{
+    for (uint32_t k = 1; k < 3; k++) { /* layer 0's v write and attention */
+        bool run, fixed;
+        probe_node(rt, d, sy_graph_node(g, ups[k].node), &run, &fixed);
+        if (fixed && !run)
+            return false;
+    }
+    return true;
+}
+
+bool sy__step_graph_run_time_kv_ok(const sy__step_graph *e, sy_runtime *rt, const char *devices)
+{
+    if (!devices) {
+        for (uint32_t d = 0; d < sy_runtime_device_count(rt); d++)
+            if (!device_run_time_kv_ok(rt, d, e->g, e->ups))
+                return false;
+        return true;
+    }
+    for (const char *p = devices; *p;) {
+        size_t n = strcspn(p, ",");
+        char name[SY_NAME_MAX];
+        snprintf(name, sizeof name, "%.*s", (int)n, p);
+        uint32_t d;
+        if (sy_runtime_find_device(rt, name, &d) == SY_OK &&
+            !device_run_time_kv_ok(rt, d, e->g, e->ups))
+            return false;
+        p += n + (p[n] == ',');
+    }
+    return true;
 }
 
 sy_status sy__step_graph_get(sy__step_graphs *c, const sy_model *m, const sy_step_desc *step,
@@ -124,6 +183,13 @@ sy_status sy__step_graph_get(sy__step_graphs *c, const sy_model *m, const sy_ste
     sy__step_graph *slot = &c->e[0];
     for (uint32_t i = 0; i < SY__STEP_GRAPHS; i++) {
         sy__step_graph *e = &c->e[i];
+        if (same_step(e, m, step) && e->kv_starts) {
+            /* Its KV writes and attentions read the position when they
+             * run: the graph is the step's as it is. */
+            e->last_use = ++c->tick;
+            *out = e;
+            return SY_OK;
+        }
         if (same_step(e, m, step)) {
             fill_params(e, m, step);
             sy_status st = sy__graph_update_params(e->g, e->ups, 3 * m->hp.n_layer);

@@ -1,10 +1,12 @@
 /* The step graphs a session keeps between steps: a decode step differs
  * from the one before only in its position, so the session builds its
- * graph once and then updates the KV writes' and attentions' params in
- * place (sy__graph_update_params), and runs the plan it ran last time
- * unless a device failure re-planned since.  Building, freezing, hashing
- * and looking up the plan of a fresh graph per token cost about 3% of
- * SmolLM2's decode step (bench/overhead.sh). */
+ * graph once and runs the plan it ran last time unless a device failure
+ * re-planned since.  Building, freezing, hashing and looking up the plan
+ * of a fresh graph per token cost about 3% of SmolLM2's decode step
+ * (bench/overhead.sh).  Where every device of the session takes them, the
+ * KV writes and attentions read their first row from an input when they
+ * run (kv_starts, model_internal.h): the graph then never changes.  Else
+ * the session updates their params in place (sy__graph_update_params). */
 #ifndef SY_LLM_SESSION_GRAPH_H
 #define SY_LLM_SESSION_GRAPH_H
 
@@ -18,7 +20,7 @@ typedef struct sy__step_graph {
     sy_graph *g;
     uint32_t n_tokens;
     bool all_logits;
-    const int32_t *tokens, *positions;
+    const int32_t *tokens, *positions, *kv_starts;
     float *logits;
     sy_dtype kv_type;
     sy_kv_layer *kv;          /* per layer, as built (k, v, rows) */
@@ -41,6 +43,13 @@ typedef struct sy__step_graphs {
  * call or sy__step_graphs_deinit. */
 sy_status sy__step_graph_get(sy__step_graphs *c, const sy_model *m, const sy_step_desc *step,
                              sy__step_graph **out, char *err, size_t err_size);
+
+/* False when a device of the session (those |devices| names, or every
+ * device of |rt| when NULL) runs the KV writes and attention of |e|'s
+ * first layer with their first row in the params, as at position 0, but
+ * not with it read at run time as |e| has them (built with kv_starts).
+ * Borrowed: |e| during the call. */
+bool sy__step_graph_run_time_kv_ok(const sy__step_graph *e, sy_runtime *rt, const char *devices);
 
 /* Drops the graph of |e| (after a step on it failed half way). */
 void sy__step_graph_drop(sy__step_graph *e);

@@ -221,6 +221,40 @@ Test(session, gemma3_sliding_local_layers_give_the_logits_of_a_full_cache)
     close_opened(&o);
 }
 
+/* A cpu session's KV writes and attentions read their first row when they
+ * run (kv_starts), so its decode graph stays the same from token to token;
+ * SWITCHYARD_KV_POSITIONS=params puts the rows in the params, updated per
+ * step.  Both give the same logits bit for bit, through a prompt in two
+ * chunks and decode steps past the local layers' slides. */
+Test(session, kv_positions_read_at_run_time_give_the_logits_of_positions_in_params)
+{
+    opened o;
+    open_synth(&o, "gemma3", SYNTH_GEMMA3, 64, 5); /* window 16 */
+    sy_session_options so = options(64, SY_DTYPE_F16);
+    so.n_batch = 4; /* local layers hold 19 positions and slide every 4 tokens */
+    sy_session *run = new_session(&o, so);
+    cr_assert_eq(setenv("SWITCHYARD_KV_POSITIONS", "params", 1), 0);
+    sy_session *params = new_session(&o, so);
+    unsetenv("SWITCHYARD_KV_POSITIONS");
+    const uint32_t v = n_vocab(&o);
+    int32_t prompt[7];
+    for (uint32_t i = 0; i < 7; i++)
+        prompt[i] = token_at(100 + i, v);
+    float *la = malloc(v * sizeof *la), *lb = malloc(v * sizeof *lb);
+    cr_assert(la && lb);
+    cr_assert_eq(sy_session_eval(run, prompt, 7, false, la), SY_OK, "%s",
+                 sy_session_last_error(run));
+    cr_assert_eq(sy_session_eval(params, prompt, 7, false, lb), SY_OK, "%s",
+                 sy_session_last_error(params));
+    cr_assert(memcmp(la, lb, v * sizeof *la) == 0, "the prompt's logits differ");
+    free(la);
+    free(lb);
+    expect_same_decode(&o, run, params, 7, 50, 0.0);
+    sy_session_destroy(run);
+    sy_session_destroy(params);
+    close_opened(&o);
+}
+
 /* ------------------------------------------------------- error policy */
 
 Test(session, error_policy_names_the_sizes_when_the_context_is_full)
