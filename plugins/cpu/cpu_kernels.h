@@ -92,6 +92,7 @@ struct cpu_qkv_chain {
     const sy_node *rope; /* its ROPE, or NULL */
     const sy_node *kv;   /* its KV_WRITE (of the rope's output or of y), or NULL */
     int64_t d;           /* rows per head */
+    int64_t heads;       /* y's heads of d rows (set with d) */
     _Atomic int64_t *done; /* rows of each head done, one cache line per head */
     /* What the lanes read per head, taken from the nodes when they are
      * taken: the lanes never load the node and tensor structs. */
@@ -102,6 +103,8 @@ struct cpu_qkv_chain {
     uint32_t kv_slot; /* the KV write's bytes in the epilogue's written list */
     const char *kv_base; /* the cache's position 0 (prefetches of its past rows) */
     const int32_t *kv_start; /* the KV write's run-time start (host), or NULL */
+    int64_t kv_cap;          /* the cache's rows */
+    uint64_t kv_row_nb;      /* bytes from one of its rows (positions) to the next */
 };
 struct cpu_epilogue {
     cpu_state *s;

@@ -131,6 +131,7 @@ static bool cpu_qkv_take_rope(cpu_epilogue *e, const sy_node *node)
     struct cpu_qkv_chain *c = &e->chain[m];
     c->rope = node;
     c->d = x->ne[0];
+    c->heads = c->y->ne[0] / c->d;
     c->rope_rows = (struct cpu_qkv_rows){.x = x->data, .y = y->data, .x_nb = x->nb[1],
                                          .y_nb = y->nb[1]};
     c->n_rot = node->params.i[1];
@@ -168,6 +169,9 @@ static bool cpu_qkv_take_kv(cpu_epilogue *e, const sy_node *node)
     cpu_qkv_wrote(e, lo, hi);
     c->kv = node;
     c->d = rows->ne[0];
+    c->heads = c->y->ne[0] / c->d;
+    c->kv_cap = cache->ne[2];
+    c->kv_row_nb = cache->nb[2];
     c->kv_rows = (struct cpu_qkv_rows){.x = rows->data, .y = (char *)lo, .x_nb = rows->nb[1],
                                        .y_nb = cache->nb[1]};
     c->kv_dtype = cache->dtype;
@@ -238,7 +242,7 @@ void cpu_epilogue_prefetch(const cpu_epilogue *e, cpu_matmul_job *j)
         const size_t past = (size_t)(row - c->kv_base);
         const size_t take = past < CPU_QKV_PAST_BYTES ? past : CPU_QKV_PAST_BYTES;
         cpu_matmul_job_prefetch(j, row - take, take, false);
-        cpu_matmul_job_prefetch(j, row, (size_t)(c->y->ne[0] / c->d) * c->kv_rows.y_nb, true);
+        cpu_matmul_job_prefetch(j, row, (size_t)c->heads * c->kv_rows.y_nb, true);
     }
 }
 
@@ -256,7 +260,7 @@ sy_status cpu_epilogue_ready(cpu_epilogue *e)
     int64_t heads = 0, layout[2 * CPU_MATMUL_GROUP_MAX] = {0};
     for (uint32_t m = 0; m < e->n; m++) {
         const struct cpu_qkv_chain *c = &e->chain[m];
-        const int64_t h = c->rope || c->kv ? c->y->ne[0] / c->d : 0;
+        const int64_t h = c->rope || c->kv ? c->heads : 0;
         heads += h;
         layout[2 * m] = h;
         layout[2 * m + 1] = h ? c->d : 0;
@@ -284,16 +288,16 @@ sy_status cpu_epilogue_ready(cpu_epilogue *e)
             continue;
         if (c->kv_start) {
             /* The row this run writes: the start its input holds now. */
-            const int64_t row = *c->kv_start, cap = c->kv->output->ne[2];
-            if (row < 0 || row > cap - 1) {
+            const int64_t row = *c->kv_start;
+            if (row < 0 || row > c->kv_cap - 1) {
                 cpu_log(s, SY_LOG_ERROR, "kv_write '%s': run-time start %lld outside the cache "
-                        "of %lld rows", c->kv->name, (long long)row, (long long)cap);
+                        "of %lld rows", c->kv->name, (long long)row, (long long)c->kv_cap);
                 return SY_E_INVALID_ARG;
             }
-            c->kv_rows.y = (char *)c->kv_base + row * (int64_t)c->kv->output->nb[2];
+            c->kv_rows.y = (char *)c->kv_base + row * (int64_t)c->kv_row_nb;
         }
         c->done = done;
-        done += c->y->ne[0] / c->d * CPU_QKV_SLOT;
+        done += c->heads * CPU_QKV_SLOT;
     }
     if (!s->qkv_logged) {
         s->qkv_logged = true;
