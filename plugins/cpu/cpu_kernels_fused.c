@@ -296,7 +296,8 @@ sy_status cpu_epilogue_ready(cpu_epilogue *e)
             }
             c->kv_rows.y = (char *)c->kv_base + row * (int64_t)c->kv_row_nb;
         }
-        c->done = done;
+        if (c->done != done) /* the lanes read it: stored only where it moved */
+            c->done = done;
         done += c->heads * CPU_QKV_SLOT;
     }
     if (!s->qkv_logged) {

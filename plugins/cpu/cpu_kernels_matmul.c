@@ -192,7 +192,9 @@ static sy_status cpu_matmul_panels(cpu_state *s, const sy_tensor *x, cpu_matmul_
 static sy_status cpu_matmul_quantize(cpu_state *s, const sy_tensor *x, cpu_matmul_ctx *mc)
 {
     const int64_t k = x->ne[0], cols = cpu_nrows(x);
-    mc->xq_stride = cpu_q8_col_bytes(k, mc->planes);
+    const size_t stride = cpu_q8_col_bytes(k, mc->planes);
+    if (mc->xq_stride != stride)
+        mc->xq_stride = stride;
     sy_status st = cpu_shared_reserve(s, (size_t)cols * mc->xq_stride);
     if (st == SY_OK && x->dtype == SY_DTYPE_F16)
         st = cpu_scratch_reserve(s, (size_t)k * sizeof(float));
@@ -200,7 +202,8 @@ static sy_status cpu_matmul_quantize(cpu_state *s, const sy_tensor *x, cpu_matmu
         return st;
     cpu_prepare_ctx pc = {.s = s, .planes = mc->planes, .x = x, .xq = s->shared,
                           .xq_stride = mc->xq_stride};
-    mc->xq = s->shared;
+    if (mc->xq != s->shared)
+        mc->xq = s->shared;
     if (cols * k <= CPU_MATMUL_SERIAL_QUANTIZE) {
         for (int64_t r = 0; r < cols; r++)
             cpu_matmul_quantize_col(&pc, r, s->lanes[0].scratch);
@@ -572,6 +575,10 @@ struct cpu_matmul_job {
     const sy_tensor *x; /* the members' input */
     uint32_t nth;
     bool has_epi;
+    /* The members' tiles are planned (at the first run after a build: they
+     * depend on the nodes alone) and their claim size. */
+    bool planned;
+    int64_t claim;
     /* What the calling lane runs once out of items, for the next run only
      * (cpu_matmul_job_tail), or NULL. */
     void (*tail)(void *);
@@ -593,6 +600,7 @@ sy_status cpu_matmul_job_build(cpu_state *s, const sy_node *const *nodes, uint32
     j->g.n = n;
     j->g.n_pf = 0;
     j->tail = NULL;
+    j->planned = false;
     int64_t flops = 0;
     for (uint32_t i = 0; i < n; i++) {
         sy_status st = cpu_matmul_setup(s, nodes[i], &j->g.c[i], out_why);
@@ -676,21 +684,38 @@ static sy_status cpu_matmul_job_go(cpu_state *s, cpu_matmul_job *j)
     sy_status st = cpu_matmul_prepare(s, x, &g->c[0]);
     if (st != SY_OK)
         return st;
-    int64_t claim = 0; /* the members' least (one item space, one claim size) */
-    for (uint32_t i = 0; i < n; i++) {
+    /* A kept job runs with what it had the run before: the lanes read
+     * these lines in every item, and a store of the same value takes each
+     * of them away from the other lanes' caches all the same.  So only
+     * what moved is stored (the first's columns, where the shared buffer
+     * grew), and the tiles are planned once. */
+    const cpu_matmul_ctx *c0 = &g->c[0];
+    for (uint32_t i = 1; i < n; i++) { /* members are quantized: the first's columns */
         cpu_matmul_ctx *c = &g->c[i];
-        if (i > 0) { /* members are quantized: the first's columns */
-            c->xq = g->c[0].xq;
-            c->xq_stride = g->c[0].xq_stride;
-            c->panel_cols = g->c[0].panel_cols;
-            c->panel_bytes = g->c[0].panel_bytes;
-            c->panels_per_batch = g->c[0].panels_per_batch;
+        if (c->xq != c0->xq || c->xq_stride != c0->xq_stride || c->panel_cols != c0->panel_cols ||
+            c->panel_bytes != c0->panel_bytes || c->panels_per_batch != c0->panels_per_batch) {
+            c->xq = c0->xq;
+            c->xq_stride = c0->xq_stride;
+            c->panel_cols = c0->panel_cols;
+            c->panel_bytes = c0->panel_bytes;
+            c->panels_per_batch = c0->panels_per_batch;
         }
-        cpu_matmul_plan_tiles(c, j->nth, x->ne[2] * x->ne[3]);
-        g->end[i] = (i ? g->end[i - 1] : 0) + c->n_items;
-        claim = i == 0 || c->claim < claim ? c->claim : claim;
     }
-    g->epi = j->has_epi ? &j->epi : NULL;
+    if (!j->planned) {
+        int64_t claim = 0; /* the members' least (one item space, one claim size) */
+        for (uint32_t i = 0; i < n; i++) {
+            cpu_matmul_ctx *c = &g->c[i];
+            cpu_matmul_plan_tiles(c, j->nth, x->ne[2] * x->ne[3]);
+            g->end[i] = (i ? g->end[i - 1] : 0) + c->n_items;
+            claim = i == 0 || c->claim < claim ? c->claim : claim;
+        }
+        j->claim = claim;
+        j->planned = true;
+    }
+    const int64_t claim = j->claim;
+    cpu_epilogue *epi = j->has_epi ? &j->epi : NULL;
+    if (g->epi != epi)
+        g->epi = epi;
     if (g->epi) {
         st = cpu_epilogue_ready(g->epi);
         if (st != SY_OK)
