@@ -305,6 +305,21 @@ sy_status cpu_execute_nodes(cpu_state *s, sy_node *const *nodes, uint32_t n, cpu
                 continue;
             }
         }
+        if (rec && node->op == SY_OP_ATTENTION) {
+            /* Checked once, kept with the step. */
+            cpu_attention_kept a;
+            const char *why = NULL;
+            if (cpu_attention_prepare(s, node, &a, &why) == SY_OK) {
+                sy_status st = cpu_attention_run(s, &a, &why);
+                if (st != SY_OK) {
+                    cpu_log(s, SY_LOG_ERROR, "attention '%s' failed: %s (%s)", node->name,
+                            cpu_status_name(st), why ? why : "");
+                    return st;
+                }
+                cpu_program_add_attention(rec, i, &a);
+                continue;
+            }
+        }
         sy_status st = cpu_run_node(s, node);
         if (st != SY_OK)
             return st;

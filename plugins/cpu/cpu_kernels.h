@@ -204,6 +204,22 @@ void cpu_rope_row(const float *x, float *y, int64_t d, int64_t n_rot, bool neox,
 sy_status cpu_kernel_argmax(cpu_state *s, const sy_node *node, const char **out_why);
 /* cpu_kernels_attention.c */
 sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **out_why);
+/* An attention node checked once and run later (a kept program's step):
+ * what a run needs besides the position, taken from the node. */
+typedef struct cpu_attention_kept {
+    const sy_tensor *q, *k, *v, *y;
+    cpu_dequant_fn k_deq, v_deq; /* NULL: F32 rows read in place */
+    const int32_t *n_past_at;    /* the run-time n_past (host), or NULL: |n_past| */
+    int64_t n_past, window, keys;
+    int64_t d, hq, hkv, tokens, tile;
+    float scale;
+} cpu_attention_kept;
+/* Checks |node| as cpu_kernel_attention does and fills *|out|; touches no
+ * memory but the node's structs. */
+sy_status cpu_attention_prepare(cpu_state *s, const sy_node *node, cpu_attention_kept *out,
+                                const char **out_why);
+/* Runs a prepared attention at the n_past it holds now. */
+sy_status cpu_attention_run(cpu_state *s, const cpu_attention_kept *a, const char **out_why);
 /* cpu_kernels_memory.c: GET_ROWS, KV_WRITE, COPY */
 sy_status cpu_kernel_get_rows(cpu_state *s, const sy_node *node, const char **out_why);
 sy_status cpu_kernel_kv_write(cpu_state *s, const sy_node *node, const char **out_why);

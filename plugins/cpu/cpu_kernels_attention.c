@@ -49,6 +49,7 @@ typedef struct cpu_attention_ctx {
     cpu_dequant_fn k_deq, v_deq; /* NULL: F32 rows read in place */
     float scale;
     int64_t n_past, window;
+    int64_t keys;      /* rows of K and V */
     int64_t tile;      /* positions per tile */
     int64_t per_item;  /* query tokens per work item */
     int64_t chunks;    /* key chunks per block of tokens */
@@ -62,7 +63,7 @@ typedef struct cpu_attention_ctx {
 /* Positions [*j0, *j1) that query token |t| attends to. */
 static void cpu_attention_range(const cpu_attention_ctx *c, int64_t t, int64_t *j0, int64_t *j1)
 {
-    const int64_t keys = c->k->ne[2], pos = c->n_past + t;
+    const int64_t keys = c->keys, pos = c->n_past + t;
     *j1 = pos + 1 < keys ? pos + 1 : keys;
     *j0 = c->window > 0 && pos - c->window + 1 > 0 ? pos - c->window + 1 : 0;
 }
@@ -291,7 +292,8 @@ static bool cpu_attention_kv_ok(const cpu_state *s, const sy_tensor *t)
     }
 }
 
-sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **out_why)
+sy_status cpu_attention_prepare(cpu_state *s, const sy_node *node, cpu_attention_kept *out,
+                                const char **out_why)
 {
     const sy_tensor *q = node->inputs[0], *k = node->inputs[1], *v = node->inputs[2];
     const sy_tensor *y = node->output;
@@ -308,20 +310,40 @@ sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **o
         *out_why = "shapes or mask parameters outside the attention rules";
         return SY_E_UNSUPPORTED;
     }
-    const int64_t d = q->ne[0], hq = q->ne[1], tokens = q->ne[2], hkv = k->ne[1];
-    cpu_attention_ctx c = {.s = s, .q = q, .k = k, .v = v, .y = y, .scale = node->params.f[0],
-                           .window = node->params.i[1]};
-    sy_status st = cpu_kv_position(node, tokens, &c.n_past, out_why);
-    if (st != SY_OK)
-        return st;
+    const int32_t *at = cpu_kv_run_time_position(node);
+    if (sy_op_has_run_time_position(node) && !at) {
+        *out_why = "the run-time position is not an i32 in host memory";
+        return SY_E_UNSUPPORTED;
+    }
+    *out = (cpu_attention_kept){
+        .q = q, .k = k, .v = v, .y = y, .n_past_at = at, .n_past = node->params.i[0],
+        .window = node->params.i[1], .keys = k->ne[2], .d = q->ne[0], .hq = q->ne[1],
+        .hkv = k->ne[1], .tokens = q->ne[2], .scale = node->params.f[0],
+    };
+    if (sy_dtype_is_quantized(k->dtype))
+        out->k_deq = s->isa->dequant[k->dtype];
+    if (sy_dtype_is_quantized(v->dtype))
+        out->v_deq = s->isa->dequant[v->dtype];
+    if (out->d > 0) {
+        const int64_t tile = CPU_ATT_TILE_FLOATS / (out->hkv * out->d);
+        out->tile = tile < 1 ? 1 : tile > CPU_ATT_TILE_MAX ? CPU_ATT_TILE_MAX : tile;
+    }
+    return SY_OK;
+}
+
+sy_status cpu_attention_run(cpu_state *s, const cpu_attention_kept *a, const char **out_why)
+{
+    const int64_t d = a->d, hq = a->hq, tokens = a->tokens, hkv = a->hkv;
+    cpu_attention_ctx c = {.s = s, .q = a->q, .k = a->k, .v = a->v, .y = a->y,
+                           .k_deq = a->k_deq, .v_deq = a->v_deq, .scale = a->scale,
+                           .n_past = a->n_past_at ? *a->n_past_at : a->n_past,
+                           .window = a->window, .keys = a->keys, .tile = a->tile};
+    if (a->n_past_at && (c.n_past < 0 || c.n_past > a->keys - tokens)) {
+        *out_why = "the run-time n_past puts the queries past the cache's rows";
+        return SY_E_INVALID_ARG;
+    }
     if (tokens == 0 || d == 0 || hq == 0)
         return SY_OK; /* nothing to write */
-    if (sy_dtype_is_quantized(k->dtype))
-        c.k_deq = s->isa->dequant[k->dtype];
-    if (sy_dtype_is_quantized(v->dtype))
-        c.v_deq = s->isa->dequant[v->dtype];
-    c.tile = CPU_ATT_TILE_FLOATS / (hkv * d);
-    c.tile = c.tile < 1 ? 1 : c.tile > CPU_ATT_TILE_MAX ? CPU_ATT_TILE_MAX : c.tile;
 
     /* The positions any token attends to: tokens' ranges only move right. */
     int64_t lo, hi, unused;
@@ -346,7 +368,7 @@ sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **o
                                : (span > 1 ? span : 1);
 
     const int64_t tile_floats = ((c.k_deq != NULL) + (c.v_deq != NULL)) * c.tile * hkv * d;
-    st = cpu_scratch_reserve(
+    sy_status st = cpu_scratch_reserve(
         s, (size_t)(tile_floats + hq / hkv * c.tile + c.per_item * hq * (d + 2)) *
                sizeof(float));
     if (st == SY_OK && c.chunks > 1) {
@@ -364,4 +386,11 @@ sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **o
     if (c.chunks > 1)
         cpu_attention_merge(&c);
     return SY_OK;
+}
+
+sy_status cpu_kernel_attention(cpu_state *s, const sy_node *node, const char **out_why)
+{
+    cpu_attention_kept a;
+    sy_status st = cpu_attention_prepare(s, node, &a, out_why);
+    return st == SY_OK ? cpu_attention_run(s, &a, out_why) : st;
 }

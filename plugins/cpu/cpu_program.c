@@ -28,7 +28,7 @@
 
 #include "cpu_program.h"
 
-enum { CPU_STEP_NODE, CPU_STEP_CHAIN, CPU_STEP_ELTWISE, CPU_STEP_JOB };
+enum { CPU_STEP_NODE, CPU_STEP_CHAIN, CPU_STEP_ELTWISE, CPU_STEP_ATTENTION, CPU_STEP_JOB };
 
 /* Set on a step whose nodes (a job's matmuls), or a job's fused nodes, a
  * changed output touches. */
@@ -52,11 +52,13 @@ typedef struct cpu_step {
      * step before it starts (cpu_program_run). */
     const char *ahead;
     uint32_t ahead_bytes;
-    /* A chain's or an element-wise node's kernel, checked when recorded:
-     * untouched, it runs without reading its nodes' structs again. */
+    /* A chain's, an element-wise node's or an attention's kernel, checked
+     * when recorded: untouched, it runs without reading its nodes' structs
+     * again. */
     union {
         cpu_norm_chain chain;
         cpu_eltwise eltwise;
+        cpu_attention_kept attention;
     } k;
 } cpu_step;
 
@@ -272,6 +274,13 @@ void cpu_program_add_eltwise(cpu_program *p, uint32_t first, const cpu_eltwise *
         st->k.eltwise = *e;
 }
 
+void cpu_program_add_attention(cpu_program *p, uint32_t first, const cpu_attention_kept *a)
+{
+    cpu_step *st = p && !p->broken ? cpu_program_step(p, CPU_STEP_ATTENTION, first, 1) : NULL;
+    if (st)
+        st->k.attention = *a;
+}
+
 void cpu_program_add_node(cpu_program *p, uint32_t first)
 {
     if (p && !p->broken)
@@ -423,7 +432,23 @@ static sy_status cpu_program_run(cpu_state *s, cpu_program *p)
                 return r;
             continue;
         }
-        if (st->kind == CPU_STEP_CHAIN || st->kind == CPU_STEP_ELTWISE) {
+        if (st->kind == CPU_STEP_ATTENTION) {
+            /* A decode's attention reads n_past at run time where its
+             * graph has it so, and is never touched then. */
+            const char *why = NULL;
+            r = st->touch ? cpu_attention_prepare(s, nodes[st->first], &st->k.attention, &why)
+                          : SY_OK;
+            if (r == SY_OK) {
+                r = cpu_attention_run(s, &st->k.attention, &why);
+                if (r == SY_OK)
+                    continue;
+                if (r != SY_E_UNSUPPORTED) {
+                    cpu_log(s, SY_LOG_ERROR, "attention '%s' failed: %s (%s)",
+                            nodes[st->first]->name, cpu_status_name(r), why ? why : "");
+                    return r;
+                }
+            }
+        } else if (st->kind == CPU_STEP_CHAIN || st->kind == CPU_STEP_ELTWISE) {
             /* Checked again where a changed output touches it. */
             const char *why = NULL;
             r = SY_OK;

@@ -40,6 +40,7 @@ void cpu_program_add_chain(cpu_program *p, uint32_t first, uint32_t count, const
                            const sy_node *norm, const sy_node *mul, const cpu_norm_chain *c);
 /* Element-wise node |first| ran its kernel |e|, checked. */
 void cpu_program_add_eltwise(cpu_program *p, uint32_t first, const cpu_eltwise *e);
+void cpu_program_add_attention(cpu_program *p, uint32_t first, const cpu_attention_kept *a);
 void cpu_program_add_node(cpu_program *p, uint32_t first);
 
 /* The plugin table's execute_keyed (ABI 1.2). */
