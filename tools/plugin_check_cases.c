@@ -29,6 +29,7 @@ typedef struct pcheck_spec {
     int64_t pi[3];
     float pf[2];
     bool transposed;   /* the second input (matmul) or the input (copy) is a transposed view */
+    bool run_time;     /* KV_WRITE's start or ATTENTION's n_past (pi[0]) from an input */
 } pcheck_spec;
 
 #define PC_MAX_SPECS 256
@@ -194,6 +195,16 @@ static void pc_build_specs(pcheck_specs *l)
         s->pf[0] = 0.25f;
     }
 
+    /* n_past read at run time (ABI 1.3): the whole cache given, its rows
+     * past the queries never read. */
+    s = pc_spec(l, PC_ATTENTION, SY_OP_ATTENTION);
+    s->dt1 = SY_DTYPE_F16;
+    pc_shape(s->a, 16, 4, 3, 1);
+    pc_shape(s->b, 16, 2, 12, 1);
+    s->pi[0] = 5;
+    s->pf[0] = 0.25f;
+    s->run_time = true;
+
     static const uint32_t copy_pairs[][2] = {
         {SY_DTYPE_F32, SY_DTYPE_F16},  {SY_DTYPE_F32, SY_DTYPE_BF16}, {SY_DTYPE_F32, SY_DTYPE_Q8_0},
         {SY_DTYPE_F32, SY_DTYPE_Q4_0}, {SY_DTYPE_F32, SY_DTYPE_Q4_1}, {SY_DTYPE_F16, SY_DTYPE_F32},
@@ -219,6 +230,12 @@ static void pc_build_specs(pcheck_specs *l)
         pc_shape(s->b, d, 2, 3, 1);
         s->pi[0] = 2;
     }
+    s = pc_spec(l, PC_KV_WRITE, SY_OP_KV_WRITE); /* the start read at run time (ABI 1.3) */
+    s->dt0 = SY_DTYPE_F16;
+    pc_shape(s->a, 16, 2, 8, 1);
+    pc_shape(s->b, 16, 2, 3, 1);
+    s->pi[0] = 4;
+    s->run_time = true;
 
     pc_spec(l, PC_OVERSIZE, SY_OP_ADD);
 }
@@ -453,15 +470,17 @@ static void pc_name(pcheck_case *c, const pcheck_spec *s)
                  s->pi[0] ? "neox" : "normal", (long long)s->pi[1], s->pf[1] ? " scaled" : "");
         break;
     case PC_ATTENTION:
-        snprintf(c->name, sizeof c->name, "attention q f32 kv %s gqa 4/2%s",
-                 sy_dtype_name(s->dt1), s->pi[1] ? " window" : "");
+        snprintf(c->name, sizeof c->name, "attention q f32 kv %s gqa 4/2%s%s",
+                 sy_dtype_name(s->dt1), s->pi[1] ? " window" : "",
+                 s->run_time ? ", n_past at run time" : "");
         break;
     case PC_COPY:
         snprintf(c->name, sizeof c->name, "copy %s to %s%s", sy_dtype_name(s->dt0),
                  sy_dtype_name((uint32_t)s->pi[0]), s->transposed ? " (transposed)" : "");
         break;
     case PC_KV_WRITE:
-        snprintf(c->name, sizeof c->name, "kv_write %s cache", sy_dtype_name(s->dt0));
+        snprintf(c->name, sizeof c->name, "kv_write %s cache%s", sy_dtype_name(s->dt0),
+                 s->run_time ? ", start at run time" : "");
         break;
     case PC_OVERSIZE:
         snprintf(c->name, sizeof c->name, "add larger than the device's memory");
@@ -478,8 +497,17 @@ static void pc_build(pc_builder *b, const pcheck_spec *s, uint64_t memory_bytes)
         p.i[i] = s->pi[i];
     p.f[0] = s->pf[0];
     p.f[1] = s->pf[1];
-    sy_tensor *in[3] = {NULL, NULL, NULL};
+    sy_tensor *in[4] = {NULL, NULL, NULL, NULL};
     sy_tensor *out = NULL;
+    /* The run-time start or n_past: an I32 input holding pi[0]. */
+    sy_tensor *at = NULL;
+    if (s->run_time) {
+        const int64_t one[4] = {1, 1, 1, 1};
+        at = pc_leaf(b, "at", SY_DTYPE_I32, one, SY_ROLE_INPUT, true);
+        if (at)
+            *(int32_t *)sy_graph_host_data(b->c->g, at) = (int32_t)s->pi[0];
+        p.i[0] = 0;
+    }
     switch (s->kind) {
     case PC_MATMUL:
         in[0] = pc_leaf(b, "w", s->dt0, s->a, SY_ROLE_WEIGHT, true);
@@ -515,7 +543,8 @@ static void pc_build(pc_builder *b, const pcheck_spec *s, uint64_t memory_bytes)
         in[0] = pc_leaf(b, "q", SY_DTYPE_F32, s->a, SY_ROLE_INPUT, true);
         in[1] = pc_leaf(b, "k", s->dt1, s->b, SY_ROLE_KV, true);
         in[2] = pc_leaf(b, "v", s->dt1, s->b, SY_ROLE_KV, true);
-        out = pc_node(b, s->op, "out", in, 3, &p);
+        in[3] = at;
+        out = pc_node(b, s->op, "out", in, at ? 4 : 3, &p);
         break;
     case PC_COPY:
         if (s->transposed) {
@@ -530,7 +559,8 @@ static void pc_build(pc_builder *b, const pcheck_spec *s, uint64_t memory_bytes)
     case PC_KV_WRITE:
         in[0] = pc_leaf(b, "cache", s->dt0, s->a, SY_ROLE_KV, true);
         in[1] = pc_leaf(b, "rows", SY_DTYPE_F32, s->b, SY_ROLE_INPUT, true);
-        out = pc_node(b, s->op, "write", in, 2, &p);
+        in[2] = at;
+        out = pc_node(b, s->op, "write", in, at ? 3 : 2, &p);
         break;
     case PC_OVERSIZE: {
         /* Rows of 1 MiB, enough of them to pass the device's memory. */
