@@ -225,11 +225,9 @@ sy_status cpu_kernel_get_rows(cpu_state *s, const sy_node *node, const char **ou
 sy_status cpu_kernel_kv_write(cpu_state *s, const sy_node *node, const char **out_why);
 /* Checks a KV_WRITE node against the kernel's rules. */
 sy_status cpu_kv_write_check(const sy_node *node, const char **out_why);
-/* The start row of a KV_WRITE writing |rows| rows, or the n_past of an
- * ATTENTION of |rows| queries: p.i[0], or the value of the node's run-time
- * position input (types.h), checked against the cache then. */
-sy_status cpu_kv_position(const sy_node *node, int64_t rows, int64_t *out, const char **out_why);
-/* The node's run-time position input (host memory), or NULL. */
+/* The run-time start of a KV_WRITE or n_past of an ATTENTION (types.h):
+ * its input's host memory, or NULL when the node has the position in its
+ * params. */
 const int32_t *cpu_kv_run_time_position(const sy_node *node);
 /* Stores |n| F32 values as one dense row of |dtype| (a dtype KV_WRITE or
  * COPY admit). */

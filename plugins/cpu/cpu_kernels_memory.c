@@ -137,24 +137,22 @@ const int32_t *cpu_kv_run_time_position(const sy_node *node)
     return node->inputs[at]->data;
 }
 
-sy_status cpu_kv_position(const sy_node *node, int64_t rows, int64_t *out, const char **out_why)
+/* The first row KV_WRITE |node| writes: p.i[0], or its run-time input's
+ * value, checked against the cache then. */
+static sy_status cpu_kv_write_start(const sy_node *node, int64_t *out, const char **out_why)
 {
     if (!sy_op_has_run_time_position(node)) {
         *out = node->params.i[0];
         return SY_OK;
     }
     const int32_t *at = cpu_kv_run_time_position(node);
-    const int64_t cap = node->op == SY_OP_KV_WRITE ? node->inputs[0]->ne[2]
-                                                   : node->inputs[1]->ne[2];
     if (!at) {
         *out_why = "the run-time position is not an i32 in host memory";
         return SY_E_UNSUPPORTED;
     }
     *out = *at;
-    if (*out < 0 || *out > cap - rows) {
-        *out_why = node->op == SY_OP_KV_WRITE ? "the run-time start puts the rows outside the cache"
-                                              : "the run-time n_past puts the queries past the "
-                                                "cache's rows";
+    if (*out < 0 || *out > node->inputs[0]->ne[2] - node->inputs[1]->ne[2]) {
+        *out_why = "the run-time start puts the rows outside the cache";
         return SY_E_INVALID_ARG;
     }
     return SY_OK;
@@ -187,7 +185,7 @@ sy_status cpu_kernel_kv_write(cpu_state *s, const sy_node *node, const char **ou
     cpu_kv_write_ctx c = {.s = s, .cache = node->output, .rows = node->inputs[1]};
     sy_status st = cpu_kv_write_check(node, out_why);
     if (st == SY_OK)
-        st = cpu_kv_position(node, c.rows->ne[2], &c.start, out_why);
+        st = cpu_kv_write_start(node, &c.start, out_why);
     if (st != SY_OK)
         return st;
     const int64_t rows = c.rows->ne[1] * c.rows->ne[2];
