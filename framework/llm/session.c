@@ -266,6 +266,9 @@ sy_status sy_session_create(sy_model *m, const sy_session_options *opts, sy_sess
     /* SWITCHYARD_KV_POSITIONS=params keeps the positions in the params
      * (docs/cli.md): the form every device takes, for comparisons. */
     const char *kvp = getenv("SWITCHYARD_KV_POSITIONS");
+    if (kvp && *kvp && strcmp(kvp, "params") != 0)
+        sy_runtime_log(rt, SY_LOG_WARN, "session: SWITCHYARD_KV_POSITIONS=%s is not 'params'; "
+                       "positions are read at run time where the devices take that", kvp);
     if (!kvp || strcmp(kvp, "params") != 0) {
         s->kv_starts = calloc(hp->n_layer ? hp->n_layer : 1, sizeof *s->kv_starts);
         if (!s->kv_starts) {

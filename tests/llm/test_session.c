@@ -613,3 +613,22 @@ Test(session, run_reports_a_full_context_and_shifts_past_it_when_asked)
     cr_assert(strstr(out, "--context-policy must be error, shift or window:W") != NULL, "%s", out);
     close_opened(&o);
 }
+
+/* A value of SWITCHYARD_KV_POSITIONS other than "params" (a typo) is
+ * named in a warning; the run goes on with the positions read at run
+ * time. */
+Test(session, warns_of_an_unknown_kv_positions_value)
+{
+    opened o;
+    open_synth(&o, "llama", SYNTH_LLAMA, 64, 11);
+    char out[16384];
+    cr_assert_eq(setenv("SWITCHYARD_KV_POSITIONS", "param", 1), 0);
+    int rc = run_cli(o.path, "-p Hi -n 4 --devices cpu", out, sizeof out);
+    unsetenv("SWITCHYARD_KV_POSITIONS");
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert(strstr(out, "SWITCHYARD_KV_POSITIONS=param is not 'params'") != NULL, "%s", out);
+    rc = run_cli(o.path, "-p Hi -n 4 --devices cpu", out, sizeof out);
+    cr_assert_eq(rc, 0, "%s", out);
+    cr_assert(strstr(out, "SWITCHYARD_KV_POSITIONS") == NULL, "%s", out);
+    close_opened(&o);
+}
