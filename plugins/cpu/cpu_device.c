@@ -3,7 +3,8 @@
  *   SWITCHYARD_THREADS   lanes of the thread pool (default: physical cores)
  *   SWITCHYARD_CPU_ISA   inner-kernel table: auto (default), scalar, avx2,
  *                        avxvnni, avx512, avx512gfni
- *   SWITCHYARD_CPU_PIN   0: leave worker threads unpinned (default: pinned)
+ *   SWITCHYARD_CPU_PIN   0: leave worker threads unpinned (default: pinned, and
+ *                        the calling thread kept off their cores)
  *   SWITCHYARD_CPU_SPIN_US  microseconds an idle worker spins for the next
  *                        dispatch before it sleeps (0..1000000); unset,
  *                        the pool picks 200 while no other process

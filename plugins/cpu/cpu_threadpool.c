@@ -122,6 +122,13 @@ struct cpu_pool {
     hwloc_topology_t topo;
     uint32_t n_threads;
     cpu_worker *workers; /* n_threads - 1 entries, lanes 1..n-1 */
+    /* The cores the workers are pinned to, or NULL where none is. */
+    hwloc_cpuset_t worker_cores;
+    /* The thread whose binding the pool narrowed (cpu_pool_keep_caller)
+     * and the binding it had before, restored at destroy. */
+    bool caller_kept;
+    pthread_t caller;
+    hwloc_cpuset_t caller_before;
     cpu_pool_range *ranges; /* n_threads entries (cpu_pool_run_items) */
 };
 _Static_assert(offsetof(struct cpu_pool, next_chunk) + sizeof(atomic_uint) <= CPU_POOL_LINE,
@@ -346,6 +353,10 @@ static void cpu_pool_free(cpu_pool *pool)
     }
     if (pool->ranges)
         host->free(host->ctx, pool->ranges);
+    if (pool->worker_cores)
+        hwloc_bitmap_free(pool->worker_cores);
+    if (pool->caller_before)
+        hwloc_bitmap_free(pool->caller_before);
     pthread_cond_destroy(&pool->cond);
     pthread_mutex_destroy(&pool->mutex);
     host->free(host->ctx, pool);
@@ -400,6 +411,13 @@ sy_status cpu_pool_create(const sy_host *host, hwloc_topology_t topo, uint32_t n
         w->pool = pool;
         w->lane = i + 1;
         w->cpuset = pin && topo ? cpu_pool_lane_cpuset(topo, w->lane, n_threads) : NULL;
+        if (!w->cpuset)
+            continue;
+        if (!pool->worker_cores && !(pool->worker_cores = hwloc_bitmap_alloc())) {
+            cpu_pool_free(pool);
+            return SY_E_NO_MEMORY;
+        }
+        hwloc_bitmap_or(pool->worker_cores, pool->worker_cores, w->cpuset);
     }
     for (uint32_t i = 0; i + 1 < n_threads; i++) {
         cpu_worker *w = &pool->workers[i];
@@ -418,6 +436,8 @@ void cpu_pool_destroy(cpu_pool *pool)
 {
     if (!pool)
         return;
+    if (pool->caller_kept && pool->caller_before && pthread_equal(pool->caller, pthread_self()))
+        hwloc_set_cpubind(pool->topo, pool->caller_before, HWLOC_CPUBIND_THREAD);
     cpu_pool_stop_workers(pool);
     cpu_pool_free(pool);
 }
@@ -468,6 +488,35 @@ uint32_t cpu_pool_size(const cpu_pool *pool)
     return pool->n_threads;
 }
 
+/* Keeps the calling thread off the workers' cores (cpu_pool.h), at its
+ * first dispatch: after that a pointer compare. */
+static void cpu_pool_keep_caller(cpu_pool *pool)
+{
+    if (!pool->worker_cores || (pool->caller_kept && pthread_equal(pool->caller, pthread_self())))
+        return;
+    pool->caller_kept = true;
+    pool->caller = pthread_self();
+    if (pool->caller_before)
+        hwloc_bitmap_free(pool->caller_before);
+    pool->caller_before = NULL;
+    hwloc_cpuset_t now = hwloc_bitmap_alloc(), kept = hwloc_bitmap_alloc();
+    if (now && kept && hwloc_get_cpubind(pool->topo, now, HWLOC_CPUBIND_THREAD) == 0) {
+        hwloc_bitmap_andnot(kept, now, pool->worker_cores);
+        if (hwloc_bitmap_iszero(kept)) {
+            cpu_pool_log(pool, SY_LOG_DEBUG, "the calling thread is bound to the workers' cores "
+                                             "only; its binding is left as it is");
+        } else if (!hwloc_bitmap_isequal(kept, now) &&
+                   hwloc_set_cpubind(pool->topo, kept, HWLOC_CPUBIND_THREAD) == 0) {
+            pool->caller_before = now;
+            now = NULL;
+        }
+    }
+    if (now)
+        hwloc_bitmap_free(now);
+    if (kept)
+        hwloc_bitmap_free(kept);
+}
+
 /* Runs a job of |nth| chunks (2 or more) and returns once every lane is
  * out of it.  The caller's chunk 0 is its own from the start and, where
  * |pre| is set, so are the items [pre[0], pre[1]) of an item job: it runs
@@ -475,6 +524,7 @@ uint32_t cpu_pool_size(const cpu_pool *pool)
 static void cpu_pool_go(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth,
                         const int64_t *pre, void (*tail)(void *), void *tail_ctx)
 {
+    cpu_pool_keep_caller(pool);
     cpu_pool_adapt_spin(pool);
     pool->fn = fn;
     pool->ctx = ctx;

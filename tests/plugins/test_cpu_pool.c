@@ -446,3 +446,66 @@ Test(cpu_pool, spins_long_unless_the_caller_is_often_preempted)
     cr_assert_eq(cpu_pool_spin(pool), 1234u, "a fixed spin stays");
     cpu_pool_destroy(pool);
 }
+
+/* The binding of the calling thread, newly allocated. */
+static hwloc_cpuset_t pool_thread_binding(hwloc_topology_t topo)
+{
+    hwloc_cpuset_t set = hwloc_bitmap_alloc();
+    cr_assert_not_null(set);
+    cr_assert_eq(hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_THREAD), 0);
+    return set;
+}
+
+/* A pinned pool keeps the thread that dispatches off its workers' cores
+ * and gives it its binding back when destroyed; an unpinned one leaves
+ * the binding alone.  On one core there is no worker core to keep off. */
+Test(cpu_pool, keeps_the_caller_off_the_workers_cores)
+{
+    sy_host host;
+    pool_host_init(&host);
+    hwloc_topology_t topo;
+    cr_assert_eq(hwloc_topology_init(&topo), 0);
+    cr_assert_eq(hwloc_topology_load(topo), 0);
+    if (hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE) < 2) {
+        hwloc_topology_destroy(topo);
+        cr_skip_test("one core: no worker is pinned apart from the caller");
+    }
+    const hwloc_cpuset_t worker_core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, 1)->cpuset;
+    hwloc_cpuset_t before = pool_thread_binding(topo);
+    cr_assert(hwloc_bitmap_intersects(before, worker_core), "the test thread starts unbound");
+
+    for (int pin = 0; pin < 2; pin++) {
+        cpu_pool *pool = NULL;
+        cr_assert_eq(cpu_pool_create(&host, topo, 2, pin, &pool), SY_OK);
+        pool_job job = {.n_threads = 2, .want_nth = 2};
+        cpu_pool_run(pool, pool_count_task, &job, 2);
+        cr_assert_eq(atomic_load(&job.runs[0]) + atomic_load(&job.runs[1]), 2u);
+        hwloc_cpuset_t during = pool_thread_binding(topo);
+        if (pin) {
+            cr_assert(!hwloc_bitmap_intersects(during, worker_core), "pinned: caller kept off");
+            cr_assert(hwloc_bitmap_isincluded(during, before), "within its old binding");
+        } else {
+            cr_assert(hwloc_bitmap_isequal(during, before), "unpinned: binding unchanged");
+        }
+        cpu_pool_destroy(pool);
+        hwloc_cpuset_t after = pool_thread_binding(topo);
+        cr_assert(hwloc_bitmap_isequal(after, before), "binding given back (pin %d)", pin);
+        hwloc_bitmap_free(during);
+        hwloc_bitmap_free(after);
+    }
+
+    /* A caller bound to the worker's core alone stays there, and runs. */
+    cr_assert_eq(hwloc_set_cpubind(topo, worker_core, HWLOC_CPUBIND_THREAD), 0);
+    cpu_pool *pool = NULL;
+    cr_assert_eq(cpu_pool_create(&host, topo, 2, true, &pool), SY_OK);
+    pool_job job = {.n_threads = 2, .want_nth = 2};
+    cpu_pool_run(pool, pool_count_task, &job, 2);
+    cr_assert_eq(atomic_load(&job.runs[0]) + atomic_load(&job.runs[1]), 2u);
+    hwloc_cpuset_t during = pool_thread_binding(topo);
+    cr_assert(hwloc_bitmap_isequal(during, worker_core), "a binding with no other core is kept");
+    cpu_pool_destroy(pool);
+    cr_assert_eq(hwloc_set_cpubind(topo, before, HWLOC_CPUBIND_THREAD), 0);
+    hwloc_bitmap_free(during);
+    hwloc_bitmap_free(before);
+    hwloc_topology_destroy(topo);
+}
