@@ -288,8 +288,12 @@ sy_status ocl_device_synchronize(void *state, uint32_t dev)
         if (flag) {
             const cl_int zero = 0;
             clEnqueueWriteBuffer(d->queue, d->flag, CL_TRUE, 0, sizeof zero, &zero, 0, NULL, NULL);
-            ocl_log(s, SY_LOG_ERROR, "%s: get_rows: a row id was out of range of the table",
-                    d->desc.name);
+            ocl_log(s, SY_LOG_ERROR, "%s: %s", d->desc.name,
+                    flag == OCL_FLAG_KV_START ? "kv_write: the run-time start puts the rows "
+                                                "outside the cache"
+                    : flag == OCL_FLAG_N_PAST ? "attention: the run-time n_past puts the "
+                                                "queries outside the cache"
+                                              : "get_rows: a row id was out of range of the table");
             if (st == SY_OK)
                 st = SY_E_INVALID_ARG;
         }

@@ -31,6 +31,9 @@
 
 /* Kernel programs: each is common.cl plus one family's source, built and
  * cached on its own so that one broken family disables only its ops. */
+/* Values of the error flag (kernels/common.cl: FLAG_*). */
+enum { OCL_FLAG_ROW_ID = 1, OCL_FLAG_KV_START = 2, OCL_FLAG_N_PAST = 3 };
+
 typedef enum ocl_family {
     OCL_FAM_MATMUL,
     OCL_FAM_ROWS,
@@ -163,8 +166,9 @@ typedef struct ocl_dev {
     /* Device memory by the plugin's own count (memory_usage): buffers from
      * buffer_alloc (not imported ones) and the scratch; now, most at once. */
     uint64_t mem_in_use, mem_peak;
-    /* One int the GET_ROWS kernels set on an out-of-range id; read and
-     * cleared by synchronize() when armed. */
+    /* One int a kernel sets when its data is out of range (OCL_FLAG_*:
+     * a GET_ROWS id, a run-time KV_WRITE start or ATTENTION n_past); read
+     * and cleared by synchronize() when armed. */
     cl_mem flag;
     bool flag_armed;
     /* SWITCHYARD_OPENCL_PROFILE=1: one event per launch, folded into

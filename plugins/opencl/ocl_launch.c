@@ -47,6 +47,17 @@ static void ocl_arg_ref(ocl_args *a, const ocl_ref *r)
     ocl_arg(a, sizeof r->ne, &r->ne);
 }
 
+/* A run-time position (an I32 the kernel reads when it runs) as (base,
+ * byte offset), or a NULL base and 0 where |r| is NULL: the kernel then
+ * takes the position from its other arguments. */
+static void ocl_arg_position(ocl_args *a, const ocl_ref *r)
+{
+    const cl_mem none = NULL;
+    const cl_ulong zero = 0;
+    ocl_arg(a, sizeof none, r ? &r->mem : &none);
+    ocl_arg(a, sizeof zero, r ? &r->off : &zero);
+}
+
 /* Bytes an element address must be a multiple of for the kernels' loads. */
 static uint64_t ocl_align_of(uint32_t dtype)
 {
@@ -165,9 +176,12 @@ static sy_status ocl_enqueue(const ocl_state *s, ocl_dev *d, ocl_kernel_id k, co
 /* ------------------------------------------------------------ copy family */
 
 /* Converts |src| (any dtype, any layout) into |dst| of the same extents.
- * |dst| is dense in its block dtypes.  Picks the right copy kernel. */
-static sy_status ocl_copy(ocl_state *s, ocl_dev *d, const ocl_ref *src, const ocl_ref *dst,
-                          const char **why)
+ * |dst| is dense in its block dtypes.  Picks the right copy kernel.  With
+ * |start| (a run-time KV_WRITE start, an I32), the kernel moves |dst| down
+ * that many rows of dim 2, once it has checked the value is in
+ * [0, |limit|] (else it raises the error flag and writes nothing). */
+static sy_status ocl_copy_at(ocl_state *s, ocl_dev *d, const ocl_ref *src, const ocl_ref *dst,
+                             const ocl_ref *start, int64_t limit, const char **why)
 {
     sy_status st = ocl_program_ensure(s, d, OCL_FAM_MEMORY);
     if (st != SY_OK) {
@@ -201,8 +215,20 @@ static sy_status ocl_copy(ocl_state *s, ocl_dev *d, const ocl_ref *src, const oc
         ocl_arg_long(&a, (cl_long)g0);
     else
         ocl_arg_int(&a, (cl_int)dst->dtype);
+    ocl_arg_position(&a, start);
+    ocl_arg_long(&a, (cl_long)limit);
+    ocl_arg(&a, sizeof d->flag, &d->flag);
     const size_t global[3] = {g0, rows1, rows23};
-    return ocl_enqueue(s, d, k, &a, 3, global, NULL, why);
+    st = ocl_enqueue(s, d, k, &a, 3, global, NULL, why);
+    if (st == SY_OK && start)
+        d->flag_armed = true;
+    return st;
+}
+
+static sy_status ocl_copy(ocl_state *s, ocl_dev *d, const ocl_ref *src, const ocl_ref *dst,
+                          const char **why)
+{
+    return ocl_copy_at(s, d, src, dst, NULL, 0, why);
 }
 
 static sy_status ocl_launch_copy(ocl_state *s, ocl_dev *d, const sy_node *node, const char **why)
@@ -220,23 +246,27 @@ static sy_status ocl_launch_kv_write(ocl_state *s, ocl_dev *d, const sy_node *no
                                      const char **why)
 {
     const sy_tensor *rows = node->inputs[1], *cache = node->output;
-    const int64_t start = node->params.i[0];
-    if (start < 0 || start + rows->ne[2] > node->inputs[0]->ne[2]) {
+    const bool run_time = sy_op_has_run_time_position(node);
+    const int64_t start = run_time ? 0 : node->params.i[0];
+    const int64_t limit = node->inputs[0]->ne[2] - rows->ne[2];
+    if (start < 0 || start > limit) {
         *why = "kv_write rows past the end of the cache";
         return SY_E_SHAPE;
     }
-    ocl_ref src, dst;
+    ocl_ref src, dst, at;
     sy_status st = ocl_resolve(s, d, rows, &src, why);
     if (st == SY_OK)
         st = ocl_resolve(s, d, cache, &dst, why);
+    if (st == SY_OK && run_time)
+        st = ocl_resolve(s, d, node->inputs[2], &at, why);
     if (st != SY_OK)
         return st;
     /* The rows land at cache rows start .. start+T-1: a view of the cache
-     * with the rows' extents. */
+     * with the rows' extents (the kernel moves it to a run-time start). */
     dst.off += (cl_ulong)start * dst.nb.s[2];
     for (int i = 0; i < 4; i++)
         dst.ne.s[i] = rows->ne[i];
-    return ocl_copy(s, d, &src, &dst, why);
+    return ocl_copy_at(s, d, &src, &dst, run_time ? &at : NULL, limit, why);
 }
 
 static sy_status ocl_launch_get_rows(ocl_state *s, ocl_dev *d, const sy_node *node,
@@ -441,7 +471,8 @@ static sy_status ocl_launch_rope(ocl_state *s, ocl_dev *d, const sy_node *node, 
 static sy_status ocl_launch_attention(ocl_state *s, ocl_dev *d, const sy_node *node,
                                       const char **why)
 {
-    ocl_ref q, k, v, o;
+    ocl_ref q, k, v, o, np;
+    const bool run_time = sy_op_has_run_time_position(node);
     sy_status st = ocl_resolve(s, d, node->inputs[0], &q, why);
     if (st == SY_OK)
         st = ocl_resolve(s, d, node->inputs[1], &k, why);
@@ -449,6 +480,8 @@ static sy_status ocl_launch_attention(ocl_state *s, ocl_dev *d, const sy_node *n
         st = ocl_resolve(s, d, node->inputs[2], &v, why);
     if (st == SY_OK)
         st = ocl_resolve(s, d, node->output, &o, why);
+    if (st == SY_OK && run_time)
+        st = ocl_resolve(s, d, node->inputs[3], &np, why);
     if (st != SY_OK)
         return st;
     const int64_t D = q.ne.s[0], Hq = q.ne.s[1], T = q.ne.s[2], S = k.ne.s[2];
@@ -474,9 +507,14 @@ static sy_status ocl_launch_attention(ocl_state *s, ocl_dev *d, const sy_node *n
     ocl_arg_local(&a, sizeof(cl_float) * (size_t)D);
     ocl_arg_local(&a, sizeof(cl_float) * ls);
     ocl_arg_local(&a, sizeof(cl_float) * ls);
+    ocl_arg_position(&a, run_time ? &np : NULL);
+    ocl_arg(&a, sizeof d->flag, &d->flag);
     const size_t global[2] = {ls * (size_t)Hq, (size_t)T};
     const size_t local[2] = {ls, 1};
-    return ocl_enqueue(s, d, OCL_K_ATTENTION, &a, 2, global, local, why);
+    st = ocl_enqueue(s, d, OCL_K_ATTENTION, &a, 2, global, local, why);
+    if (st == SY_OK && run_time)
+        d->flag_armed = true;
+    return st;
 }
 
 /* ---------------------------------------------------------- elementwise */

@@ -88,6 +88,7 @@ static uint32_t ocl_input_dtypes(uint32_t op, uint32_t i)
     const uint32_t any = (1u << SY_DTYPE_COUNT) - 1;
     const uint32_t f32 = 1u << SY_DTYPE_F32, f16 = 1u << SY_DTYPE_F16;
     const uint32_t i32 = 1u << SY_DTYPE_I32;
+    const uint32_t kv = f32 | f16 | (1u << SY_DTYPE_Q8_0) | (1u << SY_DTYPE_Q4_0);
     switch (op) {
     case SY_OP_GET_ROWS:
         return i == 0 ? any : i32;
@@ -96,9 +97,9 @@ static uint32_t ocl_input_dtypes(uint32_t op, uint32_t i)
     case SY_OP_ROPE:
         return i == 0 ? f32 : i32;
     case SY_OP_ATTENTION:
-        return i == 0 ? f32 : f32 | f16 | (1u << SY_DTYPE_Q8_0) | (1u << SY_DTYPE_Q4_0);
+        return i == 0 ? f32 : i == 3 ? i32 : kv; /* input 3: a run-time n_past */
     case SY_OP_KV_WRITE:
-        return i == 0 ? f32 | f16 | (1u << SY_DTYPE_Q8_0) | (1u << SY_DTYPE_Q4_0) : f32;
+        return i == 0 ? kv : i == 2 ? i32 : f32; /* input 2: a run-time start */
     case SY_OP_COPY:
         return any;
     default:
@@ -179,9 +180,17 @@ bool ocl_device_supports(void *state, uint32_t dev, const sy_node *node, sy_supp
     const char *name = ocl_op_name(s, op);
     if (sy_op_is_view(op))
         return true;
-    if (node->n_inputs != arity)
+    /* KV_WRITE and ATTENTION may take their position as one more input,
+     * read when they run (the kernels check it). */
+    const uint32_t n_in = sy_op_has_run_time_position(node) ? arity + 1 : arity;
+    if (node->n_inputs != n_in)
         return ocl_refuse(out_why, SY_UNSUPPORTED_SHAPE, "%s takes %u inputs, node has %u", name,
                           arity, node->n_inputs);
+    if (n_in > arity && (node->params.i[0] != 0 || !node->inputs[arity] ||
+                         sy_tensor_nelements(node->inputs[arity]) != 1))
+        return ocl_refuse(out_why, SY_UNSUPPORTED_SHAPE,
+                          "%s: a run-time position is one I32 element, with 0 in the params",
+                          name);
     if (!node->output)
         return ocl_refuse(out_why, SY_UNSUPPORTED_SHAPE, "%s has no output tensor", name);
     if (!ocl_family_ok(d, ocl_node_family(node), name, out_why))
@@ -189,7 +198,7 @@ bool ocl_device_supports(void *state, uint32_t dev, const sy_node *node, sy_supp
     if (op < SY_OP_COUNT && d->op_failed[op][0])
         return ocl_refuse(out_why, SY_UNSUPPORTED_OP, "%s", d->op_failed[op]);
 
-    for (uint32_t i = 0; i < arity; i++) {
+    for (uint32_t i = 0; i < n_in; i++) {
         const sy_tensor *t = node->inputs[i];
         if (!t)
             return ocl_refuse(out_why, SY_UNSUPPORTED_SHAPE, "%s input %u is missing", name, i);

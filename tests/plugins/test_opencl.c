@@ -450,6 +450,86 @@ Test(opencl_memory, refuses_kv_rows_past_the_end_of_the_cache)
     oc_end(&tc);
 }
 
+/* ----------------------------------------- positions read at run time */
+
+/* An I32 leaf of one element holding |v|. */
+static sy_tensor *rt_position(ocase *tc, int32_t v)
+{
+    int32_t *at = oc_alloc(tc, sizeof *at);
+    *at = v;
+    const int64_t ne[4] = {1, 1, 1, 1};
+    return oc_leaf(tc, "position", SY_DTYPE_I32, ne, SY_ROLE_INPUT, at);
+}
+
+/* ATTENTION with n_past as a fourth input; cache rows from n_past + T on
+ * hold NaN (never read).  |expect|: SY_E_INVALID_ARG where n_past is out
+ * of range. */
+static void check_attention_rt(sy_dtype kt, int64_t t, int64_t s, int64_t n_past,
+                               int64_t window, sy_status expect)
+{
+    ocase tc;
+    oc_begin(&tc, "attention k=v=%s T=%lld S=%lld n_past=%lld (at run time) window=%lld",
+             sy_dtype_name(kt), (long long)t, (long long)s, (long long)n_past, (long long)window);
+    const int64_t d = 64;
+    sy_tensor *k = oc_input(&tc, "k", kt, d, 2, s, 1), *v = oc_input(&tc, "v", kt, d, 2, s, 1);
+    if (kt == SY_DTYPE_F32 && n_past >= 0)
+        for (int64_t i = (n_past + t) * d * 2; i < s * d * 2; i++)
+            ((float *)sy_graph_host_data(tc.g, k))[i] = ((float *)sy_graph_host_data(tc.g, v))[i] =
+                NAN;
+    sy_tensor *in[4] = {oc_input(&tc, "q", SY_DTYPE_F32, d, 8, t, 1), k, v,
+                        rt_position(&tc, (int32_t)n_past)};
+    sy_op_params p = {.i = {0, window}, .f = {0.125f}};
+    oc_output(&tc, oc_node(&tc, SY_OP_ATTENTION, "o", in, 4, &p));
+    oc_run_expect(&tc, (otol){2e-5, 2e-5}, expect);
+    oc_end(&tc);
+}
+
+Test(opencl_attention, reads_n_past_at_run_time)
+{
+    check_attention_rt(SY_DTYPE_F32, 1, 300, 150, 0, SY_OK); /* decode, later rows NaN */
+    check_attention_rt(SY_DTYPE_F32, 4, 40, 36, 0, SY_OK);   /* the last rows of the cache */
+    check_attention_rt(SY_DTYPE_F32, 4, 40, 20, 16, SY_OK);  /* sliding window */
+    check_attention_rt(SY_DTYPE_F16, 6, 64, 0, 0, SY_OK);    /* causal prefill */
+    check_attention_rt(SY_DTYPE_Q8_0, 1, 96, 70, 0, SY_OK);
+    check_attention_rt(SY_DTYPE_Q4_0, 2, 96, 60, 32, SY_OK);
+}
+
+Test(opencl_attention, fails_a_run_time_n_past_out_of_range)
+{
+    check_attention_rt(SY_DTYPE_F32, 4, 40, 37, 0, SY_E_INVALID_ARG); /* n_past + T > S */
+    check_attention_rt(SY_DTYPE_F16, 1, 40, -1, 0, SY_E_INVALID_ARG);
+}
+
+/* KV_WRITE with its start as a third input. */
+static void check_kv_write_rt(sy_dtype cache_type, int64_t c, int64_t start, int64_t t,
+                              sy_status expect)
+{
+    ocase tc;
+    oc_begin(&tc, "kv_write cache=%s rows=%lld start=%lld (at run time) T=%lld",
+             sy_dtype_name(cache_type), (long long)c, (long long)start, (long long)t);
+    const int64_t cne[4] = {64, 4, c, 1};
+    sy_tensor *cache = oc_leaf(&tc, "cache", cache_type, cne, SY_ROLE_KV, NULL);
+    sy_tensor *in[3] = {cache, oc_input(&tc, "rows", SY_DTYPE_F32, 64, 4, t, 1),
+                        rt_position(&tc, (int32_t)start)};
+    sy_op_params p = {.i = {0}};
+    oc_output(&tc, oc_node(&tc, SY_OP_KV_WRITE, "kv", in, 3, &p));
+    oc_state(&tc, cache);
+    oc_run_expect(&tc, OTOL_EXACT, expect);
+    oc_end(&tc);
+}
+
+Test(opencl_memory, writes_kv_rows_at_a_run_time_start)
+{
+    static const sy_dtype types[] = {SY_DTYPE_F32, SY_DTYPE_F16, SY_DTYPE_Q8_0, SY_DTYPE_Q4_0};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        check_kv_write_rt(types[i], 32, 5, 3, SY_OK);
+        check_kv_write_rt(types[i], 32, 29, 3, SY_OK); /* the last rows */
+        check_kv_write_rt(types[i], 32, 0, 1, SY_OK);
+    }
+    check_kv_write_rt(SY_DTYPE_F16, 32, 30, 3, SY_E_INVALID_ARG); /* past the end */
+    check_kv_write_rt(SY_DTYPE_Q8_0, 32, -1, 1, SY_E_INVALID_ARG);
+}
+
 /* ----------------------------------------------------------------- copy */
 
 static bool copy_writable(sy_dtype dst, sy_dtype src)

@@ -11,7 +11,13 @@
  * whenever a chunk raises the maximum, so the scores never leave local
  * memory and S is unbounded.  Masked keys are skipped, never multiplied by
  * zero: rows of a KV cache past the query may hold anything.  A query whose
- * keys are all masked gets zeros. */
+ * keys are all masked gets zeros.
+ *
+ * Where np_base is not NULL, n_past is the I32 it points at (ATTENTION's
+ * fourth input, read when the kernel runs) and the argument is ignored; a
+ * value with n_past < 0 or n_past + T > S writes nothing and raises the
+ * error flag with FLAG_N_PAST (the whole work-group returns, before any
+ * barrier). */
 
 #define ATT_ACC 4
 
@@ -38,12 +44,20 @@ inline float ld_kv(const global uchar *row, long e, int t)
 
 kernel void attention(CTENSOR_ARGS(q), CTENSOR_ARGS(k), CTENSOR_ARGS(v), TENSOR_ARGS(o),
                       int k_type, int v_type, float scale, long n_past, long window,
-                      local float *qs, local float *ps, local float *red)
+                      local float *qs, local float *ps, local float *red,
+                      global const uchar *np_base, ulong np_off, global int *flag)
 {
     const int lid = (int)get_local_id(0), ls = (int)get_local_size(0);
     const long h = (long)get_group_id(0), t = (long)get_group_id(1);
     const long D = q_ne.x, S = k_ne.z;
     const long hk = h / (q_ne.y / k_ne.y);
+    if (np_base) {
+        n_past = *(const global int *)(np_base + np_off);
+        if (n_past < 0 || n_past + q_ne.z > S) {
+            *flag = FLAG_N_PAST;
+            return;
+        }
+    }
     const long q_pos = n_past + t;
 
     for (long d = lid; d < D; d += ls)

@@ -35,6 +35,12 @@ typedef float real;
 #define T_Q5_0 10
 #define T_Q5_1 11
 
+/* Values of the device's error flag, raised by a kernel that finds its
+ * data out of range (ocl_internal.h: OCL_FLAG_*). */
+#define FLAG_ROW_ID 1
+#define FLAG_KV_START 2
+#define FLAG_N_PAST 3
+
 /* A tensor is passed as (base, byte offset, byte strides nb, extents ne). */
 #define TENSOR_ARGS(n) global uchar *n##_base, ulong n##_off, ulong4 n##_nb, long4 n##_ne
 #define CTENSOR_ARGS(n) \

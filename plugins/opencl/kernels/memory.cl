@@ -1,7 +1,27 @@
 /* Kernels that move rows between dtypes: COPY, KV_WRITE (a copy into a view
  * of the cache at the start row) and GET_ROWS.  Plain dtypes (F32, F16,
  * BF16, I32) may be strided in every dim; block dtypes need dense rows.
- * Same-dtype moves copy bits, never through F32, like the reference. */
+ * Same-dtype moves copy bits, never through F32, like the reference.
+ *
+ * Every copy kernel takes MV_START_ARGS: where st_base is not NULL (a
+ * KV_WRITE whose start is an input, read when it runs), the destination
+ * moves down by that many rows of dim 2 after the start is checked against
+ * st_limit; out of range, the kernel writes nothing and raises the error
+ * flag with FLAG_KV_START. */
+
+#define MV_START_ARGS global const uchar *st_base, ulong st_off, long st_limit, global int *flag
+
+/* Moves the destination to the run-time start, or returns from the kernel
+ * when the start is out of range. */
+#define MV_START(d)                                                                     \
+    if (st_base) {                                                                      \
+        const long start_ = *(const global int *)(st_base + st_off);                   \
+        if (start_ < 0 || start_ > st_limit) {                                          \
+            *flag = FLAG_KV_START;                                                      \
+            return;                                                                     \
+        }                                                                               \
+        d##_off += (ulong)start_ * d##_nb.z;                                            \
+    }
 
 #define MV_INDEX(ne)                                                                    \
     const long i1 = (long)get_global_id(1), i23 = (long)get_global_id(2);               \
@@ -10,10 +30,12 @@
     const long i2 = i23 % (ne).z, i3 = i23 / (ne).z
 
 /* Plain to plain, one element per work-item. */
-kernel void copy_elems(CTENSOR_ARGS(s), int s_type, TENSOR_ARGS(d), int d_type)
+kernel void copy_elems(CTENSOR_ARGS(s), int s_type, TENSOR_ARGS(d), int d_type,
+                       MV_START_ARGS)
 {
     const long i0 = (long)get_global_id(0);
     MV_INDEX(s_ne);
+    MV_START(d);
     if (i0 >= s_ne.x)
         return;
     const global uchar *sp = ELEM_AT(s, i0, i1, i2, i3);
@@ -29,10 +51,12 @@ kernel void copy_elems(CTENSOR_ARGS(s), int s_type, TENSOR_ARGS(d), int d_type)
 }
 
 /* Block dtype to plain: eight elements per work-item. */
-kernel void copy_deq(CTENSOR_ARGS(s), int s_type, TENSOR_ARGS(d), int d_type)
+kernel void copy_deq(CTENSOR_ARGS(s), int s_type, TENSOR_ARGS(d), int d_type,
+                     MV_START_ARGS)
 {
     const long e = (long)get_global_id(0) * 8;
     MV_INDEX(s_ne);
+    MV_START(d);
     if (e >= s_ne.x)
         return;
     float v[8];
@@ -42,20 +66,24 @@ kernel void copy_deq(CTENSOR_ARGS(s), int s_type, TENSOR_ARGS(d), int d_type)
 }
 
 /* Same dtype, dense rows of |row_bytes|: one byte per work-item. */
-kernel void copy_rows_raw(CTENSOR_ARGS(s), TENSOR_ARGS(d), long row_bytes)
+kernel void copy_rows_raw(CTENSOR_ARGS(s), TENSOR_ARGS(d), long row_bytes,
+                          MV_START_ARGS)
 {
     const long i0 = (long)get_global_id(0);
     MV_INDEX(s_ne);
+    MV_START(d);
     if (i0 >= row_bytes)
         return;
     ROW_AT(d, i1, i2, i3)[i0] = ROW_AT(s, i1, i2, i3)[i0];
 }
 
 /* Any dtype to Q8_0 / Q4_0 / Q4_1: one block of 32 per work-item. */
-kernel void copy_quant(CTENSOR_ARGS(s), int s_type, TENSOR_ARGS(d), int d_type)
+kernel void copy_quant(CTENSOR_ARGS(s), int s_type, TENSOR_ARGS(d), int d_type,
+                       MV_START_ARGS)
 {
     const long e = (long)get_global_id(0) * 32;
     MV_INDEX(s_ne);
+    MV_START(d);
     if (e >= s_ne.x)
         return;
     float v[32];
@@ -76,7 +104,7 @@ inline long row_id(CTENSOR_ARGS(ids), long m, long rows, global int *flag)
 {
     const int id = *(const global int *)ELEM_AT(ids, m, 0, 0, 0);
     if (id < 0 || id >= rows) {
-        *flag = 1;
+        *flag = FLAG_ROW_ID;
         return -1;
     }
     return id;
