@@ -211,6 +211,14 @@ sy_status sy__model_build_graph(const sy_model *m, const sy_step_desc *step, sy_
         x = op(&b, SY_OP_SCALE, "token_embd.scale", x, NULL, NULL, &p);
     }
     int64_t kv_ne[3] = {hp->head_dim, hp->n_head_kv, step->n_ctx};
+    /* Run-time KV positions: one I32 per layer in one leaf, so a device
+     * running the attention takes them in one transfer a step; each layer
+     * reads its own through a view. */
+    sy_tensor *starts = NULL;
+    if (step->kv_layers && step->kv_starts) {
+        const int64_t n_layer = hp->n_layer;
+        starts = leaf(&b, "kv_starts", SY_DTYPE_I32, 1, &n_layer, SY_ROLE_INPUT, step->kv_starts);
+    }
     for (uint32_t il = 0; il < hp->n_layer && b.st == SY_OK; il++) {
         b.layer = (int)il;
         char kname[32], vname[32];
@@ -223,11 +231,10 @@ sy_status sy__model_build_graph(const sy_model *m, const sy_step_desc *step, sy_
         sy_tensor *kc = leaf(&b, kname, step->kv_type, 3, kv_ne, SY_ROLE_KV, kd);
         sy_tensor *vc = leaf(&b, vname, step->kv_type, 3, kv_ne, SY_ROLE_KV, vd);
         sy_tensor *start = NULL;
-        if (step->kv_layers && step->kv_starts) {
-            char sname[32];
-            const int64_t one = 1;
-            name_cat_uint(sname, sizeof sname, name_cat(sname, sizeof sname, 0, "kv_start."), il);
-            start = leaf(&b, sname, SY_DTYPE_I32, 1, &one, SY_ROLE_INPUT, &step->kv_starts[il]);
+        if (starts) {
+            const int64_t nb = sizeof(int32_t);
+            sy_op_params p = {.i = {1, 1, 1, 1, nb, nb, nb, nb * (int64_t)il}};
+            start = op(&b, SY_OP_VIEW, "kv_start", starts, NULL, NULL, &p);
         }
         sy_tensor *h = norm(&b, "attn_norm", x, m->layers[il].attn_norm);
         h = attention_block(&b, il, h, pos, kc, vc, start);

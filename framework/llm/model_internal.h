@@ -80,7 +80,10 @@ typedef struct sy_step_desc {
      * (n_past - pos0).  When set, every KV write and attention reads it
      * from an input when it runs (types.h), so a decode graph stays the
      * same from one step to the next: the caller writes the array before
-     * each run instead of updating the graph. */
+     * each run instead of updating the graph.  The graph holds the array
+     * as one I32 leaf ("kv_starts", one element per layer) and gives each
+     * layer its element through a VIEW ("blk.N.kv_start"): a device that
+     * runs the attentions receives it in one transfer a step. */
     const int32_t *kv_starts;
 } sy_step_desc;
 

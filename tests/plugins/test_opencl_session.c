@@ -155,3 +155,56 @@ Test(opencl_session, greedy_tokens_with_q8_0_kv_on_the_discrete_device_are_the_c
 {
     same_tokens(SY_DTYPE_Q8_0);
 }
+
+/* Logits of the prompt and of |n| steps fed the cpu's greedy tokens, on
+ * |devices| with |policy|, into |out| (n + 1 rows of the vocabulary). */
+static void step_logits(sy_model *m, sy_runtime *rt, const char *devices, const char *policy,
+                        const collected *cpu, uint32_t n, uint32_t n_vocab, float *out)
+{
+    sy_session *s = open_session(m, rt, devices, policy, SY_DTYPE_F16);
+    cr_assert_eq(sy_session_eval(s, prompt, N_PROMPT, false, out), SY_OK, "%s",
+                 sy_session_last_error(s));
+    for (uint32_t i = 0; i < n; i++)
+        cr_assert_eq(sy_session_eval(s, &cpu->ids[i], 1, false, out + (size_t)(i + 1) * n_vocab),
+                     SY_OK, "%s", sy_session_last_error(s));
+    sy_session_destroy(s);
+}
+
+/* With the KV cache and the attention on the device, the session reads
+ * the layers' KV positions from an input when the steps run (the OpenCL
+ * kernels take that form): bit for bit the logits of the same session with
+ * the positions in the params (SWITCHYARD_KV_POSITIONS=params), at every
+ * step, for a decode graph that no longer changes between tokens. */
+Test(opencl_session, kv_positions_read_at_run_time_give_the_params_logits)
+{
+    const char *dir = getenv("SY_MODELS_DIR");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir ? dir : "models");
+    cr_assert_eq(access(path, R_OK), 0, "%s is missing (tools/fetch-models.sh)", path);
+    cr_assert_eq(setenv("SWITCHYARD_OPENCL_DISCRETE", "1", 1), 0);
+    sy_runtime *rt = NULL;
+    cr_assert_eq(sy_runtime_create(NULL, &rt), SY_OK);
+    sy_model *m = NULL;
+    cr_assert_eq(sy_model_open(rt, path, &m), SY_OK, "%s", sy_runtime_last_error(rt));
+    sy_model_info info;
+    cr_assert_eq(sy_model_query_info(m, &info), SY_OK);
+    collected cpu;
+    generate(m, rt, "cpu", NULL, SY_DTYPE_F16, &cpu);
+    const uint32_t n = 6;
+    const size_t count = (size_t)(n + 1) * info.n_vocab;
+    float *run_time = malloc(count * sizeof *run_time), *params = malloc(count * sizeof *params);
+    cr_assert(run_time && params);
+    cr_assert_eq(unsetenv("SWITCHYARD_KV_POSITIONS"), 0);
+    step_logits(m, rt, "cpu,opencl:0", "prefer:opencl:0", &cpu, n, info.n_vocab, run_time);
+    cr_assert_eq(setenv("SWITCHYARD_KV_POSITIONS", "params", 1), 0);
+    step_logits(m, rt, "cpu,opencl:0", "prefer:opencl:0", &cpu, n, info.n_vocab, params);
+    cr_assert_eq(unsetenv("SWITCHYARD_KV_POSITIONS"), 0);
+    for (size_t i = 0; i < count; i++)
+        cr_assert(memcmp(&run_time[i], &params[i], sizeof(float)) == 0,
+                  "step %zu, token %zu: %.6f at run time, %.6f with the params", i / info.n_vocab,
+                  i % info.n_vocab, run_time[i], params[i]);
+    free(run_time);
+    free(params);
+    sy_model_close(m);
+    sy_runtime_destroy(rt);
+}
