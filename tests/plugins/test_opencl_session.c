@@ -126,17 +126,24 @@ static void forced_tokens(sy_model *m, sy_runtime *rt, const char *devices, cons
     sy_session_destroy(s);
 }
 
-static void same_tokens(sy_dtype kv)
+/* SmolLM2 in a new runtime whose OpenCL devices are forced discrete. */
+static sy_model *open_smollm2(sy_runtime **rt)
 {
     const char *dir = getenv("SY_MODELS_DIR");
     char path[1024];
     snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir ? dir : "models");
     cr_assert_eq(access(path, R_OK), 0, "%s is missing (tools/fetch-models.sh)", path);
     cr_assert_eq(setenv("SWITCHYARD_OPENCL_DISCRETE", "1", 1), 0);
-    sy_runtime *rt = NULL;
-    cr_assert_eq(sy_runtime_create(NULL, &rt), SY_OK);
+    cr_assert_eq(sy_runtime_create(NULL, rt), SY_OK);
     sy_model *m = NULL;
-    cr_assert_eq(sy_model_open(rt, path, &m), SY_OK, "%s", sy_runtime_last_error(rt));
+    cr_assert_eq(sy_model_open(*rt, path, &m), SY_OK, "%s", sy_runtime_last_error(*rt));
+    return m;
+}
+
+static void same_tokens(sy_dtype kv)
+{
+    sy_runtime *rt = NULL;
+    sy_model *m = open_smollm2(&rt);
     collected cpu, ocl;
     generate(m, rt, "cpu", NULL, kv, &cpu);
     generate(m, rt, "cpu,opencl:0", "prefer:opencl:0", kv, &ocl);
@@ -177,15 +184,8 @@ static void step_logits(sy_model *m, sy_runtime *rt, const char *devices, const 
  * step, for a decode graph that no longer changes between tokens. */
 Test(opencl_session, kv_positions_read_at_run_time_give_the_params_logits)
 {
-    const char *dir = getenv("SY_MODELS_DIR");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir ? dir : "models");
-    cr_assert_eq(access(path, R_OK), 0, "%s is missing (tools/fetch-models.sh)", path);
-    cr_assert_eq(setenv("SWITCHYARD_OPENCL_DISCRETE", "1", 1), 0);
     sy_runtime *rt = NULL;
-    cr_assert_eq(sy_runtime_create(NULL, &rt), SY_OK);
-    sy_model *m = NULL;
-    cr_assert_eq(sy_model_open(rt, path, &m), SY_OK, "%s", sy_runtime_last_error(rt));
+    sy_model *m = open_smollm2(&rt);
     sy_model_info info;
     cr_assert_eq(sy_model_query_info(m, &info), SY_OK);
     collected cpu;
