@@ -488,7 +488,7 @@ uint32_t cpu_pool_size(const cpu_pool *pool)
     return pool->n_threads;
 }
 
-/* Keeps the calling thread off the workers' cores (cpu_pool.h), at its
+/* Keeps the calling thread off the workers' cores (cpu_threadpool.h), at its
  * first dispatch: after that a pointer compare. */
 static void cpu_pool_keep_caller(cpu_pool *pool)
 {
