@@ -33,7 +33,7 @@
 # and the test processes queued on the NVIDIA driver's lock, so the old 150 s
 # killed it before its summary), DC_BUDGET for the whole run
 # before the remaining benches are skipped (default 500, under the device
-# tool's 600 s per command).  The two opencl_session tests that generate
+# tool's 600 s per command).  The three opencl_session tests that run
 # with SmolLM2 fail there: the model does not travel (64 MiB limit), and
 # they say so ("... is missing").  DC_DEVICE=opencl:N
 # picks the device instead of the first OpenCL GPU (a dry run on PoCL here:
