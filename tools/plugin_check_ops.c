@@ -552,10 +552,11 @@ static void pc_case_check(pcheck_run *run, uint32_t dev, const sy_device_desc *d
                           pcheck_case *c)
 {
     const int32_t d = (int32_t)dev;
-    if (sy_op_has_run_time_position(c->node) && (run->table.abi_version & 0xffffu) < 3) {
+    const uint32_t minor = SY_PLUGIN_ABI_MINOR_OF(run->table.abi_version);
+    if (sy_op_has_run_time_position(c->node) && minor < SY_PLUGIN_ABI_MINOR_RUN_TIME_POSITION) {
         pcheck_add(run, "ops", d, SY_PCHECK_SKIP, c->name,
                    "built for ABI 1.%u: the core gives run-time KV positions only to 1.3 on",
-                   run->table.abi_version & 0xffffu);
+                   minor);
         return;
     }
     pc_snapshot before, after;

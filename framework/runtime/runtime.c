@@ -515,11 +515,12 @@ bool sy__device_supports(const sy__device *dev, const sy_node *node, sy_support 
     const sy__plugin *p = dev->plugin;
     /* A plugin built before the run-time KV position inputs (ABI 1.3)
      * would read the start or n_past from the params. */
-    if (sy_op_has_run_time_position(node) && (p->desc.abi_version & 0xffffu) < 3) {
+    const uint32_t minor = SY_PLUGIN_ABI_MINOR_OF(p->desc.abi_version);
+    if (sy_op_has_run_time_position(node) && minor < SY_PLUGIN_ABI_MINOR_RUN_TIME_POSITION) {
         out_why->reason = SY_UNSUPPORTED_OP;
         snprintf(out_why->text, sizeof out_why->text,
                  "plugin '%s' is built for ABI 1.%u, before KV positions read at run time (1.3)",
-                 p->desc.name, p->desc.abi_version & 0xffffu);
+                 p->desc.name, minor);
         return false;
     }
     bool ok = p->desc.supports(p->state, dev->index, node, out_why);

@@ -62,6 +62,7 @@ static uint32_t cpu_input_dtypes(uint32_t op, uint32_t i)
     const uint32_t f32 = 1u << SY_DTYPE_F32;
     const uint32_t f16 = 1u << SY_DTYPE_F16;
     const uint32_t i32 = 1u << SY_DTYPE_I32;
+    const uint32_t kv = f32 | f16 | (1u << SY_DTYPE_Q8_0) | (1u << SY_DTYPE_Q4_0);
     switch (op) {
     case SY_OP_GET_ROWS:
         return i == 0 ? any : i32;
@@ -70,9 +71,9 @@ static uint32_t cpu_input_dtypes(uint32_t op, uint32_t i)
     case SY_OP_ROPE:
         return i == 0 ? f32 : i32;
     case SY_OP_ATTENTION:
-        return i == 0 ? f32 : i == 3 ? i32 : f32 | f16 | (1u << SY_DTYPE_Q8_0) | (1u << SY_DTYPE_Q4_0);
+        return i == 0 ? f32 : i == 3 ? i32 : kv; /* input 3: a run-time n_past */
     case SY_OP_KV_WRITE:
-        return i == 0 ? f32 | f16 | (1u << SY_DTYPE_Q8_0) | (1u << SY_DTYPE_Q4_0) : i == 2 ? i32 : f32;
+        return i == 0 ? kv : i == 2 ? i32 : f32; /* input 2: a run-time start */
     case SY_OP_COPY:
     case SY_OP_VIEW:
     case SY_OP_RESHAPE:

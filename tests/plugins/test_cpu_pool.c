@@ -456,6 +456,14 @@ static hwloc_cpuset_t pool_thread_binding(hwloc_topology_t topo)
     return set;
 }
 
+/* Runs one dispatch of two chunks on |pool|, both of which must run. */
+static void run_two_chunks(cpu_pool *pool)
+{
+    pool_job job = {.n_threads = 2, .want_nth = 2};
+    cpu_pool_run(pool, pool_count_task, &job, 2);
+    cr_assert_eq(atomic_load(&job.runs[0]) + atomic_load(&job.runs[1]), 2u);
+}
+
 /* A pinned pool keeps the thread that dispatches off its workers' cores
  * and gives it its binding back when destroyed; an unpinned one leaves
  * the binding alone.  On one core there is no worker core to keep off. */
@@ -477,9 +485,7 @@ Test(cpu_pool, keeps_the_caller_off_the_workers_cores)
     for (int pin = 0; pin < 2; pin++) {
         cpu_pool *pool = NULL;
         cr_assert_eq(cpu_pool_create(&host, topo, 2, pin, &pool), SY_OK);
-        pool_job job = {.n_threads = 2, .want_nth = 2};
-        cpu_pool_run(pool, pool_count_task, &job, 2);
-        cr_assert_eq(atomic_load(&job.runs[0]) + atomic_load(&job.runs[1]), 2u);
+        run_two_chunks(pool);
         hwloc_cpuset_t during = pool_thread_binding(topo);
         if (pin) {
             cr_assert(!hwloc_bitmap_intersects(during, worker_core), "pinned: caller kept off");
@@ -498,9 +504,7 @@ Test(cpu_pool, keeps_the_caller_off_the_workers_cores)
     cr_assert_eq(hwloc_set_cpubind(topo, worker_core, HWLOC_CPUBIND_THREAD), 0);
     cpu_pool *pool = NULL;
     cr_assert_eq(cpu_pool_create(&host, topo, 2, true, &pool), SY_OK);
-    pool_job job = {.n_threads = 2, .want_nth = 2};
-    cpu_pool_run(pool, pool_count_task, &job, 2);
-    cr_assert_eq(atomic_load(&job.runs[0]) + atomic_load(&job.runs[1]), 2u);
+    run_two_chunks(pool);
     hwloc_cpuset_t during = pool_thread_binding(topo);
     cr_assert(hwloc_bitmap_isequal(during, worker_core), "a binding with no other core is kept");
     cpu_pool_destroy(pool);

@@ -29,6 +29,10 @@ extern "C" {
 #define SY_PLUGIN_ABI_MINOR 3u
 #define SY_PLUGIN_ABI_VERSION ((SY_PLUGIN_ABI_MAJOR << 16) | SY_PLUGIN_ABI_MINOR)
 #define SY_PLUGIN_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
+#define SY_PLUGIN_ABI_MINOR_OF(v) ((uint32_t)(v) & 0xffffu)
+/* The minor version from which the core gives a plugin KV_WRITE and
+ * ATTENTION with their position read at run time (types.h). */
+#define SY_PLUGIN_ABI_MINOR_RUN_TIME_POSITION 3u
 
 #if defined(_WIN32)
 #define SY_PLUGIN_EXPORT __declspec(dllexport)
