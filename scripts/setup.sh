@@ -12,9 +12,13 @@ APT_PACKAGES=(build-essential pkg-config meson ninja-build libhwloc-dev hwloc li
 log() { printf '== %s\n' "$*"; }
 
 install_packages() {
-  local missing=()
+  # A package counts only where this machine's architecture (or 'all') has
+  # it: an arm64 libhwloc-dev from a cross set-up does not build this one.
+  local missing=() arch
+  arch=$(dpkg --print-architecture)
   for p in "${APT_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    dpkg-query -W -f='${Status} ${Architecture}\n' "$p" 2>/dev/null |
+      grep -qE "^install ok installed ($arch|all)$" || missing+=("$p:$arch")
   done
   if [ ${#missing[@]} -eq 0 ]; then
     log "packages: all present"
