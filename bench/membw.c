@@ -23,6 +23,8 @@
  * accumulators per stream. Streams split a thread's part into S
  * contiguous pieces read in lockstep (more prefetch streams in flight).
  * Prefetch 1 adds a software prefetch 2 KiB ahead of each stream.
+ * "avx2"/"avx512" exist on x86 only and run where the CPU has them; a kernel
+ * this machine cannot run is left out of the lists with a note.
  * --huge 2 reads the first --mib of --file instead, mapped as the model
  * loader maps a GGUF file (read-only, MAP_PRIVATE: page-cache pages) and
  * read once before timing.
@@ -32,8 +34,8 @@
 #endif
 #include <fcntl.h>
 #include <hwloc.h>
-#include <immintrin.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +44,11 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define MEMBW_X86 1
+#include <immintrin.h>
+#endif
 
 #define MIB (1024ull * 1024ull)
 #define MAX_LIST 8
@@ -122,6 +129,7 @@ static uint64_t read_scalar(const unsigned char *b, size_t bytes, unsigned strea
     return r;
 }
 
+#ifdef MEMBW_X86
 __attribute__((target("avx2")))
 static uint64_t read_avx2(const unsigned char *b, size_t bytes, unsigned streams, unsigned pf)
 {
@@ -165,9 +173,39 @@ static uint64_t read_avx512(const unsigned char *b, size_t bytes, unsigned strea
     __m512i x = _mm512_xor_si512(_mm512_xor_si512(a0, a1), _mm512_xor_si512(a2, a3));
     return (uint64_t)_mm512_reduce_add_epi64(x);
 }
+#endif
 
 typedef uint64_t (*read_fn)(const unsigned char *, size_t, unsigned, unsigned);
+#ifdef MEMBW_X86
 static const read_fn kernels[K_COUNT] = {read_probe, read_scalar, read_avx2, read_avx512};
+#else
+static const read_fn kernels[K_COUNT] = {read_probe, read_scalar, NULL, NULL};
+#endif
+
+static bool kernel_runs(unsigned k)
+{
+#ifdef MEMBW_X86
+    if (k == K_AVX2)
+        return __builtin_cpu_supports("avx2");
+    if (k == K_AVX512)
+        return __builtin_cpu_supports("avx512f");
+#endif
+    return kernels[k] != NULL;
+}
+
+/* Drops the kernels this machine cannot run from |ker| (with a note). */
+static unsigned runnable_kernels(unsigned *ker, unsigned n)
+{
+    unsigned kept = 0;
+    for (unsigned i = 0; i < n; i++) {
+        if (kernel_runs(ker[i]))
+            ker[kept++] = ker[i];
+        else
+            fprintf(stderr, "membw: kernel %s does not run on this machine: left out\n",
+                    kernel_names[ker[i]]);
+    }
+    return kept;
+}
 
 static void pin(hwloc_topology_t topo, unsigned index)
 {
@@ -303,6 +341,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    nk = runnable_kernels(ker, nk);
     if (!nm || !nt || !nk || !ns || !nh || !np || !passes || !rounds) {
         fprintf(stderr, "membw: empty list or zero passes/rounds\n");
         return 2;
