@@ -42,11 +42,12 @@ Every weight-type case (not the KV ones) runs first with the CPU plugin's
 default kernels (the best ISA level this CPU has), then again with each
 other level forced through SWITCHYARD_CPU_ISA, against the same reference
 logits: the synth models at every level (scalar, avx2, avxvnni, avx512,
-avx512gfni), the real models at the SIMD levels (the scalar kernels take
-about two minutes per real model here; the synth cases cover their
-arithmetic).  A
-level the CPU cannot run is skipped; SY_ORACLE_ISAS overrides the list for
-every case ("" for the default kernels only).
+avx512gfni on x86; scalar, neon, dotprod on ARM), the real models at the
+SIMD levels (the scalar kernels take about two minutes per real model
+here; the synth cases cover their arithmetic).  A level the CPU cannot run
+is skipped, found once at the start (`switchyard devices` with the level
+forced); SY_ORACLE_ISAS overrides the list for every case ("" for the
+default kernels only).
 
 Usage: oracle_suite.py SWITCHYARD_BIN MODELS_DIR [--quick]
 Prints one line per case and level and ends with "N passed, N failed"."""
@@ -77,7 +78,7 @@ def run(cmd):
     return subprocess.run(cmd, check=False, capture_output=True, text=True)
 
 
-ISA_LEVELS = ("scalar", "avx2", "avxvnni", "avx512", "avx512gfni")
+ISA_LEVELS = ("scalar", "avx2", "avxvnni", "avx512", "avx512gfni", "neon", "dotprod")
 
 
 class LevelUnavailable(Exception):
@@ -105,6 +106,19 @@ def default_level(sy):
         if f"({level} kernels" in r.stdout:
             return level
     return None
+
+
+def runnable_levels(sy, levels):
+    """|levels| less those this CPU cannot run (each reported once)."""
+    kept = []
+    for level in levels:
+        env = dict(os.environ, SWITCHYARD_CPU_ISA=level)
+        r = subprocess.run([sy, "devices"], check=False, capture_output=True, text=True, env=env)
+        if "' is not available here" in r.stderr:
+            print(f"SKIP isa {level}: this CPU cannot run it", flush=True)
+        else:
+            kept.append(level)
+    return kept
 
 
 def prompt_tokens(sy, model, out):
@@ -194,8 +208,8 @@ def main():
     print(f"oracle seed {seed} (set SY_ORACLE_SEED to repeat)")
     rng = random.Random(seed)
     env_levels = os.environ.get("SY_ORACLE_ISAS")
-    levels = ([x for x in env_levels.split(",") if x] if env_levels is not None
-              else [x for x in ISA_LEVELS if x != default_level(sy)])
+    levels = runnable_levels(sy, [x for x in env_levels.split(",") if x] if env_levels is not None
+                             else [x for x in ISA_LEVELS if x != default_level(sy)])
     # The scalar kernels take minutes on a real model.
     real_levels = levels if env_levels is not None else [x for x in levels if x != "scalar"]
     passed = failed = 0
