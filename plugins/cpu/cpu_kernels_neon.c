@@ -2,9 +2,9 @@
  * product extension (SDOT), for the "neon" and "dotprod" tables that
  * cpu_kernels_scalar.c assembles (every slot these files do not fill keeps
  * its scalar kernel).  Vectorized here: the F32 dot, axpy, add, mul and
- * scale, and the quantized dot products of Q8_0, Q4_0 and Q4_1 against Q8
- * columns of one or two planes (cpu_isa.h) — the decode path of the
- * common GGUF types.  Integer sums are exact as in the scalar reference;
+ * scale, and the quantized dot products of Q8_0, Q4_0, Q4_1, Q4_K and Q6_K
+ * against Q8 columns of one or two planes (cpu_isa.h) — the decode path of
+ * the common GGUF types (Q4_K_M files are Q4_K and Q6_K).  Integer sums are exact as in the scalar reference;
  * only the F32 accumulation order differs.  Compiled to nothing
  * elsewhere. */
 #if defined(__aarch64__)
@@ -168,11 +168,97 @@ static inline cpu_neon_w32 cpu_neon_nibbles(const uint8_t *qs, int offset)
         return acc;                                                                            \
     }
 
+/* Sum of w[j] * q[j] over 16 elements (|w q| <= 32 * 127 for Q6_K, two
+ * per int16 lane). */
+static inline int32_t cpu_neon_idot16(int8x16_t w, const int8_t *q)
+{
+    const int8x16_t q0 = vld1q_s8(q);
+    int16x8_t p = vmull_s8(vget_low_s8(w), vget_low_s8(q0));
+    p = vmlal_high_s8(p, w, q0);
+    return vaddlvq_s16(p);
+}
+
+__attribute__((target("arch=armv8.2-a+dotprod"))) static inline int32_t
+cpu_dotprod_idot16(int8x16_t w, const int8_t *q)
+{
+    return vaddvq_s32(vdotq_s32(vdupq_n_s32(0), w, vld1q_s8(q)));
+}
+
+/* The same with a column of |planes| planes (|k| apart), in 64 bits: a
+ * two-plane quant reaches 127 * 128 + 63, times a Q6_K quant and scale. */
+#define CPU_NEON_PDOT16(idot16, w, q, planes, k)                                  \
+    ((planes) == 2 ? 128 * (int64_t)idot16(w, q) + (int64_t)idot16(w, (q) + (k)) \
+                   : (int64_t)idot16(w, q))
+
+/* The K-quant columns: Q4_K (sub-block j of 32 takes the low nibbles of
+ * qs[32 * (j / 2) ..] for even j, the high ones for odd j; value =
+ * d * scale_j * q - dmin * min_j, the min times the column's block sum
+ * sc[2j + 1]) and Q6_K (see cpu_scalar_col_q6_k: 4 low bits from ql, 2
+ * high bits from qh, minus 32, one int8 scale per 16 elements). */
+#define CPU_NEON_KCOLS(prefix, idot, idot16)                                                  \
+    static float prefix##_col_q4_k(const void *w, const int8_t *q, const float *sc, int64_t k, \
+                                   int planes)                                                 \
+    {                                                                                          \
+        const sy_block_q4_k *b = w;                                                            \
+        const uint8x16_t m4 = vdupq_n_u8(0x0F);                                                \
+        float acc = 0.0f;                                                                      \
+        for (int64_t i = 0; i < k / SY_QK_K; i++) {                                            \
+            const float d = cpu_neon_f16(b[i].d), dmin = cpu_neon_f16(b[i].dmin);              \
+            const float *s8 = sc + 2 * i * (SY_QK_K / 32);                                     \
+            const int8_t *qi = q + i * SY_QK_K;                                                \
+            for (int j = 0; j < SY_QK_K / 32; j++) {                                           \
+                const uint8x16_t v0 = vld1q_u8(b[i].qs + 32 * (j / 2));                        \
+                const uint8x16_t v1 = vld1q_u8(b[i].qs + 32 * (j / 2) + 16);                   \
+                cpu_neon_w32 wq;                                                               \
+                wq.val[0] = vreinterpretq_s8_u8(j % 2 ? vshrq_n_u8(v0, 4) : vandq_u8(v0, m4)); \
+                wq.val[1] = vreinterpretq_s8_u8(j % 2 ? vshrq_n_u8(v1, 4) : vandq_u8(v1, m4)); \
+                int scale, min;                                                                \
+                cpu_k4_scale_min(b[i].scales, j, &scale, &min);                                \
+                const int32_t dot = CPU_NEON_PDOT(idot, wq, qi + 32 * j, planes, k);           \
+                acc += s8[2 * j] * (d * (float)scale * (float)dot) -                           \
+                       dmin * (float)min * s8[2 * j + 1];                                      \
+            }                                                                                  \
+        }                                                                                      \
+        return acc;                                                                            \
+    }                                                                                          \
+    static float prefix##_col_q6_k(const void *w, const int8_t *q, const float *sc, int64_t k, \
+                                   int planes)                                                 \
+    {                                                                                          \
+        const sy_block_q6_k *b = w;                                                            \
+        const uint8x16_t m4 = vdupq_n_u8(0x0F), m2 = vdupq_n_u8(3);                            \
+        const int8x16_t bias = vdupq_n_s8(32);                                                 \
+        float acc = 0.0f;                                                                      \
+        for (int64_t i = 0; i < k / SY_QK_K; i++) {                                            \
+            const float dw = cpu_neon_f16(b[i].d);                                             \
+            for (int s = 0; s < SY_QK_K / 32; s++) {                                           \
+                const int half = s / 4, g = s % 4;                                             \
+                const uint8_t *ql = b[i].ql + 64 * half + 32 * (g & 1);                        \
+                const uint8_t *qh = b[i].qh + 32 * half;                                       \
+                const int8x16_t shift = vdupq_n_s8((int8_t)(-2 * g));                          \
+                int8x16_t v[2];                                                                \
+                for (int h = 0; h < 2; h++) {                                                  \
+                    const uint8x16_t l = vld1q_u8(ql + 16 * h);                                \
+                    const uint8x16_t lo = g < 2 ? vandq_u8(l, m4) : vshrq_n_u8(l, 4);          \
+                    const uint8x16_t hi = vandq_u8(vshlq_u8(vld1q_u8(qh + 16 * h), shift), m2); \
+                    v[h] = vsubq_s8(vreinterpretq_s8_u8(vorrq_u8(lo, vshlq_n_u8(hi, 4))), bias); \
+                }                                                                              \
+                const int8_t *qs8 = q + i * SY_QK_K + 32 * s;                                  \
+                const int8_t *scales = b[i].scales + 8 * half + 2 * g;                         \
+                const int64_t dot = scales[0] * CPU_NEON_PDOT16(idot16, v[0], qs8, planes, k) + \
+                                    scales[1] * CPU_NEON_PDOT16(idot16, v[1], qs8 + 16, planes, k); \
+                acc += dw * sc[2 * (i * (SY_QK_K / 32) + s)] * (float)dot;                     \
+            }                                                                                  \
+        }                                                                                      \
+        return acc;                                                                            \
+    }
+
 CPU_NEON_COLS(cpu_neon, cpu_neon_idot)
+CPU_NEON_KCOLS(cpu_neon, cpu_neon_idot, cpu_neon_idot16)
 
 #pragma GCC push_options
 #pragma GCC target("arch=armv8.2-a+dotprod")
 CPU_NEON_COLS(cpu_dotprod, cpu_dotprod_idot)
+CPU_NEON_KCOLS(cpu_dotprod, cpu_dotprod_idot, cpu_dotprod_idot16)
 #pragma GCC pop_options
 
 #define CPU_NEON_QDOT(prefix, fmt)                                                            \
@@ -187,9 +273,13 @@ CPU_NEON_COLS(cpu_dotprod, cpu_dotprod_idot)
 CPU_NEON_QDOT(cpu_neon, q8_0)
 CPU_NEON_QDOT(cpu_neon, q4_0)
 CPU_NEON_QDOT(cpu_neon, q4_1)
+CPU_NEON_QDOT(cpu_neon, q4_k)
+CPU_NEON_QDOT(cpu_neon, q6_k)
 CPU_NEON_QDOT(cpu_dotprod, q8_0)
 CPU_NEON_QDOT(cpu_dotprod, q4_0)
 CPU_NEON_QDOT(cpu_dotprod, q4_1)
+CPU_NEON_QDOT(cpu_dotprod, q4_k)
+CPU_NEON_QDOT(cpu_dotprod, q6_k)
 
 #else
 /* ISO C wants at least one declaration in a translation unit. */

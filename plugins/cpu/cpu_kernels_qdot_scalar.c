@@ -172,18 +172,6 @@ static float cpu_scalar_col_q5_1(const void *w, cpu_scalar_q qs, const float *sc
     return acc;
 }
 
-/* The 6-bit scale and min of sub-block |j| of a Q4_K/Q5_K block. */
-static void cpu_scalar_k4_scale_min(const uint8_t *q, int j, int *out_scale, int *out_min)
-{
-    if (j < 4) {
-        *out_scale = q[j] & 63;
-        *out_min = q[j + 4] & 63;
-    } else {
-        *out_scale = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
-        *out_min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-    }
-}
-
 /* Q4_K/Q5_K: sub-block j (32 elements) holds the low (j even) or high
  * (j odd) nibbles of qs[32 * (j / 2) ..], plus bit j of each qh[l] for
  * Q5_K; value = d * scale_j * q - dmin * min_j. */
@@ -204,7 +192,7 @@ static float cpu_scalar_col_k(const uint16_t *dd, const uint16_t *dmin, const ui
             s8 += cpu_scalar_qat(q8, at + 32 * j + l);
         }
         int sc, mn;
-        cpu_scalar_k4_scale_min(scales, j, &sc, &mn);
+        cpu_k4_scale_min(scales, j, &sc, &mn);
         acc += sc8[2 * j] * (d * (float)sc * (float)dot - m * (float)mn * (float)s8);
     }
     return acc;

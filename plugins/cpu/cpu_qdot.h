@@ -13,6 +13,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The 6-bit scale and min of sub-block |j| (0..7) of a Q4_K/Q5_K block's
+ * packed scales |q|. */
+static inline void cpu_k4_scale_min(const uint8_t *q, int j, int *out_scale, int *out_min)
+{
+    if (j < 4) {
+        *out_scale = q[j] & 63;
+        *out_min = q[j + 4] & 63;
+    } else {
+        *out_scale = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+        *out_min = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
 #define CPU_QDOT_ARGS \
     const void *w, const void *x, size_t x_stride, int nc, int64_t k, int planes, float *out
 
@@ -95,9 +108,13 @@ void cpu_neon_scale_f32(float *y, const float *a, float s, float bias, int64_t n
 void cpu_neon_qdot_q8_0(CPU_QDOT_ARGS);
 void cpu_neon_qdot_q4_0(CPU_QDOT_ARGS);
 void cpu_neon_qdot_q4_1(CPU_QDOT_ARGS);
+void cpu_neon_qdot_q4_k(CPU_QDOT_ARGS);
+void cpu_neon_qdot_q6_k(CPU_QDOT_ARGS);
 void cpu_dotprod_qdot_q8_0(CPU_QDOT_ARGS);
 void cpu_dotprod_qdot_q4_0(CPU_QDOT_ARGS);
 void cpu_dotprod_qdot_q4_1(CPU_QDOT_ARGS);
+void cpu_dotprod_qdot_q4_k(CPU_QDOT_ARGS);
+void cpu_dotprod_qdot_q6_k(CPU_QDOT_ARGS);
 #endif
 
 /* Fills the qdot slots of a table initializer with the set |prefix|. */
