@@ -2,9 +2,10 @@
  * product extension (SDOT), for the "neon" and "dotprod" tables that
  * cpu_kernels_scalar.c assembles (every slot these files do not fill keeps
  * its scalar kernel).  Vectorized here: the F32 dot, axpy, add, mul and
- * scale, and the quantized dot products of Q8_0, Q4_0, Q4_1, Q4_K and Q6_K
- * against Q8 columns of one or two planes (cpu_isa.h) — the decode path of
- * the common GGUF types (Q4_K_M files are Q4_K and Q6_K).  Integer sums are exact as in the scalar reference;
+ * scale, and the quantized dot products of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+ * Q4_K and Q6_K against Q8 columns of one or two planes (cpu_isa.h) — the
+ * decode path of the common GGUF types (Gemma 3 270M's Q4_K_M file holds
+ * Q5_0, Q4_K, Q6_K and Q8_0 weights).  Integer sums are exact as in the scalar reference;
  * only the F32 accumulation order differs.  Compiled to nothing
  * elsewhere. */
 #if defined(__aarch64__)
@@ -125,6 +126,28 @@ static inline cpu_neon_w32 cpu_neon_nibbles(const uint8_t *qs, int offset)
     return w;
 }
 
+/* A Q5_0/Q5_1 block's 32 quants minus |offset|: the nibbles as
+ * cpu_neon_nibbles unpacks them, with bit j of |qh| as element j's fifth
+ * bit (elements 0..15 take qh's bytes 0 and 1, 16..31 bytes 2 and 3). */
+static inline cpu_neon_w32 cpu_neon_q5(const uint8_t *qs, const uint8_t qh[4], int offset)
+{
+    static const uint8_t lo_idx[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+    static const uint8_t hi_idx[16] = {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3};
+    static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    uint32_t bits;
+    memcpy(&bits, qh, sizeof bits);
+    const uint8x16_t src = vreinterpretq_u8_u32(vdupq_n_u32(bits));
+    const uint8x16_t sel = vld1q_u8(bit), five = vdupq_n_u8(0x10);
+    const uint8x16_t h0 = vandq_u8(vtstq_u8(vqtbl1q_u8(src, vld1q_u8(lo_idx)), sel), five);
+    const uint8x16_t h1 = vandq_u8(vtstq_u8(vqtbl1q_u8(src, vld1q_u8(hi_idx)), sel), five);
+    const cpu_neon_w32 n = cpu_neon_nibbles(qs, 0);
+    const int8x16_t off = vdupq_n_s8((int8_t)offset);
+    cpu_neon_w32 w;
+    w.val[0] = vsubq_s8(vorrq_s8(n.val[0], vreinterpretq_s8_u8(h0)), off);
+    w.val[1] = vsubq_s8(vorrq_s8(n.val[1], vreinterpretq_s8_u8(h1)), off);
+    return w;
+}
+
 /* One column's dot for each format; |idot| is the 32-element integer dot.
  * The scale arithmetic is the scalar reference's. */
 #define CPU_NEON_COLS(prefix, idot)                                                           \
@@ -161,6 +184,31 @@ static inline cpu_neon_w32 cpu_neon_nibbles(const uint8_t *qs, int offset)
         float acc = 0.0f;                                                                      \
         for (int64_t i = 0; i < k / SY_QK; i++) {                                              \
             const cpu_neon_w32 wq = cpu_neon_nibbles(b[i].qs, 0);                              \
+            const int32_t d = CPU_NEON_PDOT(idot, wq, q + i * SY_QK, planes, k);               \
+            acc += sc[2 * i] * cpu_neon_f16(b[i].d) * (float)d +                               \
+                   cpu_neon_f16(b[i].m) * sc[2 * i + 1];                                       \
+        }                                                                                      \
+        return acc;                                                                            \
+    }                                                                                          \
+    static float prefix##_col_q5_0(const void *w, const int8_t *q, const float *sc, int64_t k, \
+                                   int planes)                                                 \
+    {                                                                                          \
+        const sy_block_q5_0 *b = w;                                                            \
+        float acc = 0.0f;                                                                      \
+        for (int64_t i = 0; i < k / SY_QK; i++) {                                              \
+            const cpu_neon_w32 wq = cpu_neon_q5(b[i].qs, b[i].qh, 16);                         \
+            const int32_t d = CPU_NEON_PDOT(idot, wq, q + i * SY_QK, planes, k);               \
+            acc += cpu_neon_f16(b[i].d) * sc[2 * i] * (float)d;                                \
+        }                                                                                      \
+        return acc;                                                                            \
+    }                                                                                          \
+    static float prefix##_col_q5_1(const void *w, const int8_t *q, const float *sc, int64_t k, \
+                                   int planes)                                                 \
+    {                                                                                          \
+        const sy_block_q5_1 *b = w;                                                            \
+        float acc = 0.0f;                                                                      \
+        for (int64_t i = 0; i < k / SY_QK; i++) {                                              \
+            const cpu_neon_w32 wq = cpu_neon_q5(b[i].qs, b[i].qh, 0);                          \
             const int32_t d = CPU_NEON_PDOT(idot, wq, q + i * SY_QK, planes, k);               \
             acc += sc[2 * i] * cpu_neon_f16(b[i].d) * (float)d +                               \
                    cpu_neon_f16(b[i].m) * sc[2 * i + 1];                                       \
@@ -273,11 +321,15 @@ CPU_NEON_KCOLS(cpu_dotprod, cpu_dotprod_idot, cpu_dotprod_idot16)
 CPU_NEON_QDOT(cpu_neon, q8_0)
 CPU_NEON_QDOT(cpu_neon, q4_0)
 CPU_NEON_QDOT(cpu_neon, q4_1)
+CPU_NEON_QDOT(cpu_neon, q5_0)
+CPU_NEON_QDOT(cpu_neon, q5_1)
 CPU_NEON_QDOT(cpu_neon, q4_k)
 CPU_NEON_QDOT(cpu_neon, q6_k)
 CPU_NEON_QDOT(cpu_dotprod, q8_0)
 CPU_NEON_QDOT(cpu_dotprod, q4_0)
 CPU_NEON_QDOT(cpu_dotprod, q4_1)
+CPU_NEON_QDOT(cpu_dotprod, q5_0)
+CPU_NEON_QDOT(cpu_dotprod, q5_1)
 CPU_NEON_QDOT(cpu_dotprod, q4_k)
 CPU_NEON_QDOT(cpu_dotprod, q6_k)
 

@@ -108,11 +108,15 @@ void cpu_neon_scale_f32(float *y, const float *a, float s, float bias, int64_t n
 void cpu_neon_qdot_q8_0(CPU_QDOT_ARGS);
 void cpu_neon_qdot_q4_0(CPU_QDOT_ARGS);
 void cpu_neon_qdot_q4_1(CPU_QDOT_ARGS);
+void cpu_neon_qdot_q5_0(CPU_QDOT_ARGS);
+void cpu_neon_qdot_q5_1(CPU_QDOT_ARGS);
 void cpu_neon_qdot_q4_k(CPU_QDOT_ARGS);
 void cpu_neon_qdot_q6_k(CPU_QDOT_ARGS);
 void cpu_dotprod_qdot_q8_0(CPU_QDOT_ARGS);
 void cpu_dotprod_qdot_q4_0(CPU_QDOT_ARGS);
 void cpu_dotprod_qdot_q4_1(CPU_QDOT_ARGS);
+void cpu_dotprod_qdot_q5_0(CPU_QDOT_ARGS);
+void cpu_dotprod_qdot_q5_1(CPU_QDOT_ARGS);
 void cpu_dotprod_qdot_q4_k(CPU_QDOT_ARGS);
 void cpu_dotprod_qdot_q6_k(CPU_QDOT_ARGS);
 #endif
