@@ -2,12 +2,12 @@
  * product extension (SDOT), for the "neon" and "dotprod" tables that
  * cpu_kernels_scalar.c assembles (every slot these files do not fill keeps
  * its scalar kernel).  Vectorized here: the F32 dot, axpy, add, mul and
- * scale, and the quantized dot products of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
- * Q4_K and Q6_K against Q8 columns of one or two planes (cpu_isa.h) — the
- * decode path of the common GGUF types (Gemma 3 270M's Q4_K_M file holds
- * Q5_0, Q4_K, Q6_K and Q8_0 weights).  Integer sums are exact as in the scalar reference;
- * only the F32 accumulation order differs.  Compiled to nothing
- * elsewhere. */
+ * scale, and the quantized dot products of every GGUF weight type the
+ * plugin reads (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) against
+ * Q8 columns of one or two planes (cpu_isa.h): the decode path (Gemma 3
+ * 270M's Q4_K_M file holds Q5_0, Q4_K, Q6_K and Q8_0 weights).  Integer
+ * sums are exact as in the scalar reference; only the F32 accumulation
+ * order differs.  Compiled to nothing elsewhere. */
 #if defined(__aarch64__)
 
 #include <arm_neon.h>
@@ -238,35 +238,60 @@ cpu_dotprod_idot16(int8x16_t w, const int8_t *q)
     ((planes) == 2 ? 128 * (int64_t)idot16(w, q) + (int64_t)idot16(w, (q) + (k)) \
                    : (int64_t)idot16(w, q))
 
-/* The K-quant columns: Q4_K (sub-block j of 32 takes the low nibbles of
- * qs[32 * (j / 2) ..] for even j, the high ones for odd j; value =
- * d * scale_j * q - dmin * min_j, the min times the column's block sum
- * sc[2j + 1]) and Q6_K (see cpu_scalar_col_q6_k: 4 low bits from ql, 2
+/* The K-quant columns: Q4_K and Q5_K (sub-block j of 32 takes the low
+ * nibbles of qs[32 * (j / 2) ..] for even j, the high ones for odd j, and
+ * for Q5_K bit j of qh[0..31] as the fifth bit; value = d * scale_j * q -
+ * dmin * min_j, the min times the column's block sum sc[2j + 1]) and Q6_K (see cpu_scalar_col_q6_k: 4 low bits from ql, 2
  * high bits from qh, minus 32, one int8 scale per 16 elements). */
 #define CPU_NEON_KCOLS(prefix, idot, idot16)                                                  \
+    /* One Q4_K/Q5_K super-block (|qh| NULL for Q4_K). */                                      \
+    static float prefix##_k4_block(uint16_t dd, uint16_t dm, const uint8_t *scales,            \
+                                   const uint8_t *qs, const uint8_t *qh, const int8_t *qi,     \
+                                   const float *s8, int64_t k, int planes)                     \
+    {                                                                                          \
+        const float d = cpu_neon_f16(dd), dmin = cpu_neon_f16(dm);                             \
+        const uint8x16_t m4 = vdupq_n_u8(0x0F), one = vdupq_n_u8(1);                           \
+        float acc = 0.0f;                                                                      \
+        for (int j = 0; j < SY_QK_K / 32; j++) {                                               \
+            const uint8x16_t v0 = vld1q_u8(qs + 32 * (j / 2));                                 \
+            const uint8x16_t v1 = vld1q_u8(qs + 32 * (j / 2) + 16);                            \
+            uint8x16_t n0 = j % 2 ? vshrq_n_u8(v0, 4) : vandq_u8(v0, m4);                      \
+            uint8x16_t n1 = j % 2 ? vshrq_n_u8(v1, 4) : vandq_u8(v1, m4);                      \
+            if (qh) {                                                                          \
+                const int8x16_t shift = vdupq_n_s8((int8_t)-j);                                \
+                const uint8x16_t h0 = vandq_u8(vshlq_u8(vld1q_u8(qh), shift), one);            \
+                const uint8x16_t h1 = vandq_u8(vshlq_u8(vld1q_u8(qh + 16), shift), one);       \
+                n0 = vorrq_u8(n0, vshlq_n_u8(h0, 4));                                          \
+                n1 = vorrq_u8(n1, vshlq_n_u8(h1, 4));                                          \
+            }                                                                                  \
+            cpu_neon_w32 wq;                                                                   \
+            wq.val[0] = vreinterpretq_s8_u8(n0);                                               \
+            wq.val[1] = vreinterpretq_s8_u8(n1);                                               \
+            int scale, min;                                                                    \
+            cpu_k4_scale_min(scales, j, &scale, &min);                                         \
+            const int32_t dot = CPU_NEON_PDOT(idot, wq, qi + 32 * j, planes, k);               \
+            acc += s8[2 * j] * (d * (float)scale * (float)dot) - dmin * (float)min * s8[2 * j + 1]; \
+        }                                                                                      \
+        return acc;                                                                            \
+    }                                                                                          \
     static float prefix##_col_q4_k(const void *w, const int8_t *q, const float *sc, int64_t k, \
                                    int planes)                                                 \
     {                                                                                          \
         const sy_block_q4_k *b = w;                                                            \
-        const uint8x16_t m4 = vdupq_n_u8(0x0F);                                                \
         float acc = 0.0f;                                                                      \
-        for (int64_t i = 0; i < k / SY_QK_K; i++) {                                            \
-            const float d = cpu_neon_f16(b[i].d), dmin = cpu_neon_f16(b[i].dmin);              \
-            const float *s8 = sc + 2 * i * (SY_QK_K / 32);                                     \
-            const int8_t *qi = q + i * SY_QK_K;                                                \
-            for (int j = 0; j < SY_QK_K / 32; j++) {                                           \
-                const uint8x16_t v0 = vld1q_u8(b[i].qs + 32 * (j / 2));                        \
-                const uint8x16_t v1 = vld1q_u8(b[i].qs + 32 * (j / 2) + 16);                   \
-                cpu_neon_w32 wq;                                                               \
-                wq.val[0] = vreinterpretq_s8_u8(j % 2 ? vshrq_n_u8(v0, 4) : vandq_u8(v0, m4)); \
-                wq.val[1] = vreinterpretq_s8_u8(j % 2 ? vshrq_n_u8(v1, 4) : vandq_u8(v1, m4)); \
-                int scale, min;                                                                \
-                cpu_k4_scale_min(b[i].scales, j, &scale, &min);                                \
-                const int32_t dot = CPU_NEON_PDOT(idot, wq, qi + 32 * j, planes, k);           \
-                acc += s8[2 * j] * (d * (float)scale * (float)dot) -                           \
-                       dmin * (float)min * s8[2 * j + 1];                                      \
-            }                                                                                  \
-        }                                                                                      \
+        for (int64_t i = 0; i < k / SY_QK_K; i++)                                              \
+            acc += prefix##_k4_block(b[i].d, b[i].dmin, b[i].scales, b[i].qs, NULL,            \
+                                     q + i * SY_QK_K, sc + 2 * i * (SY_QK_K / 32), k, planes); \
+        return acc;                                                                            \
+    }                                                                                          \
+    static float prefix##_col_q5_k(const void *w, const int8_t *q, const float *sc, int64_t k, \
+                                   int planes)                                                 \
+    {                                                                                          \
+        const sy_block_q5_k *b = w;                                                            \
+        float acc = 0.0f;                                                                      \
+        for (int64_t i = 0; i < k / SY_QK_K; i++)                                              \
+            acc += prefix##_k4_block(b[i].d, b[i].dmin, b[i].scales, b[i].qs, b[i].qh,         \
+                                     q + i * SY_QK_K, sc + 2 * i * (SY_QK_K / 32), k, planes); \
         return acc;                                                                            \
     }                                                                                          \
     static float prefix##_col_q6_k(const void *w, const int8_t *q, const float *sc, int64_t k, \
@@ -324,6 +349,7 @@ CPU_NEON_QDOT(cpu_neon, q4_1)
 CPU_NEON_QDOT(cpu_neon, q5_0)
 CPU_NEON_QDOT(cpu_neon, q5_1)
 CPU_NEON_QDOT(cpu_neon, q4_k)
+CPU_NEON_QDOT(cpu_neon, q5_k)
 CPU_NEON_QDOT(cpu_neon, q6_k)
 CPU_NEON_QDOT(cpu_dotprod, q8_0)
 CPU_NEON_QDOT(cpu_dotprod, q4_0)
@@ -331,6 +357,7 @@ CPU_NEON_QDOT(cpu_dotprod, q4_1)
 CPU_NEON_QDOT(cpu_dotprod, q5_0)
 CPU_NEON_QDOT(cpu_dotprod, q5_1)
 CPU_NEON_QDOT(cpu_dotprod, q4_k)
+CPU_NEON_QDOT(cpu_dotprod, q5_k)
 CPU_NEON_QDOT(cpu_dotprod, q6_k)
 
 #else

@@ -395,7 +395,7 @@ const cpu_isa_table *cpu_isa_scalar_table(void)
             [SY_DTYPE_Q5_0] = prefix##_qdot_q5_0,                              \
             [SY_DTYPE_Q5_1] = prefix##_qdot_q5_1,                              \
             [SY_DTYPE_Q4_K] = prefix##_qdot_q4_k,                              \
-            [SY_DTYPE_Q5_K] = cpu_scalar_qdot_q5_k,                            \
+            [SY_DTYPE_Q5_K] = prefix##_qdot_q5_k,                              \
             [SY_DTYPE_Q6_K] = prefix##_qdot_q6_k,                              \
         },                                                                     \
     }

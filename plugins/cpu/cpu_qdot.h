@@ -111,6 +111,7 @@ void cpu_neon_qdot_q4_1(CPU_QDOT_ARGS);
 void cpu_neon_qdot_q5_0(CPU_QDOT_ARGS);
 void cpu_neon_qdot_q5_1(CPU_QDOT_ARGS);
 void cpu_neon_qdot_q4_k(CPU_QDOT_ARGS);
+void cpu_neon_qdot_q5_k(CPU_QDOT_ARGS);
 void cpu_neon_qdot_q6_k(CPU_QDOT_ARGS);
 void cpu_dotprod_qdot_q8_0(CPU_QDOT_ARGS);
 void cpu_dotprod_qdot_q4_0(CPU_QDOT_ARGS);
@@ -118,6 +119,7 @@ void cpu_dotprod_qdot_q4_1(CPU_QDOT_ARGS);
 void cpu_dotprod_qdot_q5_0(CPU_QDOT_ARGS);
 void cpu_dotprod_qdot_q5_1(CPU_QDOT_ARGS);
 void cpu_dotprod_qdot_q4_k(CPU_QDOT_ARGS);
+void cpu_dotprod_qdot_q5_k(CPU_QDOT_ARGS);
 void cpu_dotprod_qdot_q6_k(CPU_QDOT_ARGS);
 #endif
 
