@@ -8,7 +8,7 @@
 # suite passes too: abi, cli, llm (2.5 min), scheduler (4.5), tune (3),
 # npusim, example, example-plugin; `SY_PYTHON=.venv/bin/python
 # tools/arm-check.sh oracle` (the logits oracle: switchyard under qemu,
-# the numpy reference on the host; needs models/) took 12 min, 90 cases
+# the numpy reference on the host; needs models/) took 8-12 min, 90 cases
 # passed at the default (dotprod), neon and scalar levels.  Slow suites
 # want ARM_TEST_ARGS=--timeout-multiplier=6.
 #
@@ -110,13 +110,17 @@ EOF
 
 fetch_sysroot
 write_cross_file
+# Runs a step with its output in $SYSROOT/step.log, shown (its end) if it fails.
+quiet() {
+  "$@" >"$SYSROOT/step.log" 2>&1 || { tail -40 "$SYSROOT/step.log" >&2; die "failed: $*"; }
+}
 if [ ! -f "$BUILD/build.ninja" ]; then
   log "configure $BUILD"
-  meson setup "$BUILD" --cross-file cross/aarch64-linux-gnu.ini --cross-file "$SYSROOT/sysroot.ini" \
-    -Dbuildtype=debugoptimized -Dopencl=disabled -Dtests=enabled >/dev/null
+  quiet meson setup "$BUILD" --cross-file cross/aarch64-linux-gnu.ini \
+    --cross-file "$SYSROOT/sysroot.ini" -Dbuildtype=debugoptimized -Dopencl=disabled -Dtests=enabled
 fi
 log "build $BUILD"
-ninja -C "$BUILD" >/dev/null
+quiet ninja -C "$BUILD"
 log "qemu: $(qemu-aarch64 -L "$SYSROOT" "$BUILD/tools/switchyard" --version 2>&1 | head -1)"
 log "test ${SUITES[*]} (qemu-aarch64)"
 # shellcheck disable=SC2086
