@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cpu_avx2.h"
+#include "cpu_qdot.h"
 #include "quants_internal.h"
 
 CPU_AVX2 void cpu_avx2_dequant_f32(const void *src, float *dst, int64_t n)
@@ -93,17 +94,6 @@ CPU_AVX2 void cpu_avx2_dequant_q4_1(const void *src, float *dst, int64_t n)
     }
 }
 
-static void cpu_avx2_scale_min_k4(int j, const uint8_t *q, uint8_t *out_scale, uint8_t *out_min)
-{
-    if (j < 4) {
-        *out_scale = q[j] & 63;
-        *out_min = q[j + 4] & 63;
-    } else {
-        *out_scale = (uint8_t)((q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4));
-        *out_min = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
-
 /* dst[0..32) = d * q - m for 32 int32-convertible lanes built by |load|. */
 CPU_AVX2 static inline void cpu_avx2_store_dm(float *dst, __m256i q, __m256 d, __m256 m)
 {
@@ -119,10 +109,10 @@ CPU_AVX2 void cpu_avx2_dequant_q4_k(const void *src, float *dst, int64_t n)
         float dmin = cpu_avx2_h2f(b[i].dmin);
         const uint8_t *q = b[i].qs;
         for (int j = 0; j < SY_QK_K / 64; j++, q += 32, dst += 64) {
-            uint8_t sc, m;
-            cpu_avx2_scale_min_k4(2 * j, b[i].scales, &sc, &m);
+            int sc, m;
+            cpu_k4_scale_min(b[i].scales, 2 * j, &sc, &m);
             __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(dmin * m);
-            cpu_avx2_scale_min_k4(2 * j + 1, b[i].scales, &sc, &m);
+            cpu_k4_scale_min(b[i].scales, 2 * j + 1, &sc, &m);
             __m256 d2 = _mm256_set1_ps(d * sc), m2 = _mm256_set1_ps(dmin * m);
             for (int l = 0; l < 32; l += 8) {
                 __m256i v = cpu_avx2_load_u8x8(q + l);
@@ -145,10 +135,10 @@ CPU_AVX2 void cpu_avx2_dequant_q5_k(const void *src, float *dst, int64_t n)
         const uint8_t *ql = b[i].qs;
         const uint8_t *qh = b[i].qh;
         for (int j = 0; j < SY_QK_K / 64; j++, ql += 32, dst += 64) {
-            uint8_t sc, m;
-            cpu_avx2_scale_min_k4(2 * j, b[i].scales, &sc, &m);
+            int sc, m;
+            cpu_k4_scale_min(b[i].scales, 2 * j, &sc, &m);
             __m256 d1 = _mm256_set1_ps(d * sc), m1 = _mm256_set1_ps(dmin * m);
-            cpu_avx2_scale_min_k4(2 * j + 1, b[i].scales, &sc, &m);
+            cpu_k4_scale_min(b[i].scales, 2 * j + 1, &sc, &m);
             __m256 d2 = _mm256_set1_ps(d * sc), m2 = _mm256_set1_ps(dmin * m);
             __m256i u1 = _mm256_set1_epi32(1 << (2 * j));
             __m256i u2 = _mm256_set1_epi32(2 << (2 * j));

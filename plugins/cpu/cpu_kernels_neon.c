@@ -148,73 +148,55 @@ static inline cpu_neon_w32 cpu_neon_q5(const uint8_t *qs, const uint8_t qh[4], i
     return w;
 }
 
-/* One column's dot for each format; |idot| is the 32-element integer dot.
- * The scale arithmetic is the scalar reference's. */
-#define CPU_NEON_COLS(prefix, idot)                                                           \
-    static float prefix##_col_q8_0(const void *w, const int8_t *q, const float *sc, int64_t k, \
-                                   int planes)                                                 \
+/* A Q8_0 block's 32 quants. */
+static inline cpu_neon_w32 cpu_neon_q8(const int8_t *qs)
+{
+    cpu_neon_w32 w;
+    w.val[0] = vld1q_s8(qs);
+    w.val[1] = vld1q_s8(qs + 16);
+    return w;
+}
+
+/* One column's dot over blocks of |type|, whose quants the expression
+ * |unpack| gives from block b[i]; |idot| is the 32-element integer dot.
+ * CPU_NEON_COL_D: value = d * q; CPU_NEON_COL_DM: value = d * q + m, the
+ * min times the column's block sum sc[2i + 1].  The scale arithmetic is
+ * the scalar reference's. */
+#define CPU_NEON_COL_D(prefix, idot, fmt, type, unpack)                                       \
+    static float prefix##_col_##fmt(const void *w, const int8_t *q, const float *sc, int64_t k, \
+                                    int planes)                                                \
     {                                                                                          \
-        const sy_block_q8_0 *b = w;                                                            \
+        const type *b = w;                                                                     \
         float acc = 0.0f;                                                                      \
         for (int64_t i = 0; i < k / SY_QK; i++) {                                              \
-            cpu_neon_w32 wq;                                                                   \
-            wq.val[0] = vld1q_s8(b[i].qs);                                                     \
-            wq.val[1] = vld1q_s8(b[i].qs + 16);                                                \
+            const cpu_neon_w32 wq = unpack;                                                    \
             const int32_t d = CPU_NEON_PDOT(idot, wq, q + i * SY_QK, planes, k);               \
             acc += cpu_neon_f16(b[i].d) * sc[2 * i] * (float)d;                                \
         }                                                                                      \
         return acc;                                                                            \
-    }                                                                                          \
-    static float prefix##_col_q4_0(const void *w, const int8_t *q, const float *sc, int64_t k, \
-                                   int planes)                                                 \
+    }
+#define CPU_NEON_COL_DM(prefix, idot, fmt, type, unpack)                                      \
+    static float prefix##_col_##fmt(const void *w, const int8_t *q, const float *sc, int64_t k, \
+                                    int planes)                                                \
     {                                                                                          \
-        const sy_block_q4_0 *b = w;                                                            \
+        const type *b = w;                                                                     \
         float acc = 0.0f;                                                                      \
         for (int64_t i = 0; i < k / SY_QK; i++) {                                              \
-            const cpu_neon_w32 wq = cpu_neon_nibbles(b[i].qs, 8);                              \
-            const int32_t d = CPU_NEON_PDOT(idot, wq, q + i * SY_QK, planes, k);               \
-            acc += cpu_neon_f16(b[i].d) * sc[2 * i] * (float)d;                                \
-        }                                                                                      \
-        return acc;                                                                            \
-    }                                                                                          \
-    static float prefix##_col_q4_1(const void *w, const int8_t *q, const float *sc, int64_t k, \
-                                   int planes)                                                 \
-    {                                                                                          \
-        const sy_block_q4_1 *b = w;                                                            \
-        float acc = 0.0f;                                                                      \
-        for (int64_t i = 0; i < k / SY_QK; i++) {                                              \
-            const cpu_neon_w32 wq = cpu_neon_nibbles(b[i].qs, 0);                              \
-            const int32_t d = CPU_NEON_PDOT(idot, wq, q + i * SY_QK, planes, k);               \
-            acc += sc[2 * i] * cpu_neon_f16(b[i].d) * (float)d +                               \
-                   cpu_neon_f16(b[i].m) * sc[2 * i + 1];                                       \
-        }                                                                                      \
-        return acc;                                                                            \
-    }                                                                                          \
-    static float prefix##_col_q5_0(const void *w, const int8_t *q, const float *sc, int64_t k, \
-                                   int planes)                                                 \
-    {                                                                                          \
-        const sy_block_q5_0 *b = w;                                                            \
-        float acc = 0.0f;                                                                      \
-        for (int64_t i = 0; i < k / SY_QK; i++) {                                              \
-            const cpu_neon_w32 wq = cpu_neon_q5(b[i].qs, b[i].qh, 16);                         \
-            const int32_t d = CPU_NEON_PDOT(idot, wq, q + i * SY_QK, planes, k);               \
-            acc += cpu_neon_f16(b[i].d) * sc[2 * i] * (float)d;                                \
-        }                                                                                      \
-        return acc;                                                                            \
-    }                                                                                          \
-    static float prefix##_col_q5_1(const void *w, const int8_t *q, const float *sc, int64_t k, \
-                                   int planes)                                                 \
-    {                                                                                          \
-        const sy_block_q5_1 *b = w;                                                            \
-        float acc = 0.0f;                                                                      \
-        for (int64_t i = 0; i < k / SY_QK; i++) {                                              \
-            const cpu_neon_w32 wq = cpu_neon_q5(b[i].qs, b[i].qh, 0);                          \
+            const cpu_neon_w32 wq = unpack;                                                    \
             const int32_t d = CPU_NEON_PDOT(idot, wq, q + i * SY_QK, planes, k);               \
             acc += sc[2 * i] * cpu_neon_f16(b[i].d) * (float)d +                               \
                    cpu_neon_f16(b[i].m) * sc[2 * i + 1];                                       \
         }                                                                                      \
         return acc;                                                                            \
     }
+
+/* The 32-element block formats' columns of one set. */
+#define CPU_NEON_COLS(prefix, idot)                                                      \
+    CPU_NEON_COL_D(prefix, idot, q8_0, sy_block_q8_0, cpu_neon_q8(b[i].qs))              \
+    CPU_NEON_COL_D(prefix, idot, q4_0, sy_block_q4_0, cpu_neon_nibbles(b[i].qs, 8))      \
+    CPU_NEON_COL_D(prefix, idot, q5_0, sy_block_q5_0, cpu_neon_q5(b[i].qs, b[i].qh, 16)) \
+    CPU_NEON_COL_DM(prefix, idot, q4_1, sy_block_q4_1, cpu_neon_nibbles(b[i].qs, 0))     \
+    CPU_NEON_COL_DM(prefix, idot, q5_1, sy_block_q5_1, cpu_neon_q5(b[i].qs, b[i].qh, 0))
 
 /* Sum of w[j] * q[j] over 16 elements (|w q| <= 32 * 127 for Q6_K, two
  * per int16 lane). */
