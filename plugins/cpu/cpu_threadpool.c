@@ -54,14 +54,22 @@
  * from thieves. */
 #define CPU_POOL_CLAIM_SHARE 4
 
-/* The job word: generation in the high 32 bits, an "open" flag, and the
- * number of workers inside the job in the low bits.  Workers enter only an
- * open job of the generation they woke for, so once the caller has closed
- * it and seen the count drop to zero, no worker can touch the job's
- * context again. */
-#define CPU_JOB_OPEN (UINT64_C(1) << 31)
-#define CPU_JOB_ACTIVE_MASK (CPU_JOB_OPEN - 1)
-
+/* Entering and leaving a job.  A worker woken for generation g records
+ * g in |entered| on its own line, then (seq_cst, a Dekker pairing with
+ * the caller) looks at |closed| and at the generation: it runs the job
+ * only if the caller has not closed it and not moved on.  Either way it
+ * then records g in |left|.  At the end of job g the caller reads each
+ * worker's line: |left| == g, done; |entered| == g, wait for |left|;
+ * neither, close the job (|closed| = g, seq_cst) and look at |entered|
+ * again: still not g, the worker will see the close and touch nothing of
+ * the job.  Workers write only their own lines, the caller only the
+ * publication line, so a job costs the caller one transfer of each
+ * worker's line at its end.  With one job word that both sides changed
+ * (workers counted themselves in and out with locked adds, the caller
+ * closed it with a compare-exchange) the caller paid for the line at the
+ * close, again at the wait, and once more reading the job's fields after
+ * a worker had counted itself in (SmolLM2 tg -t 2: a third of the main
+ * lane's pool samples). */
 /* The items of one home range of cpu_pool_run_items, on its own line: its
  * owner claims them one at a time without moving the line between cores
  * until another lane, out of items of its own, comes to steal. */
@@ -72,7 +80,11 @@ typedef struct cpu_pool_range {
 
 /* One worker thread, on its own cache lines. */
 typedef struct cpu_worker {
-    alignas(CPU_POOL_LINE) struct cpu_pool *pool;
+    /* The last generation the worker entered and left (above); written
+     * by the worker only. */
+    alignas(CPU_POOL_LINE) atomic_uint entered;
+    atomic_uint left;
+    struct cpu_pool *pool;
     pthread_t thread;
     hwloc_cpuset_t cpuset; /* NULL: not pinned */
     uint32_t lane;         /* >= 1 */
@@ -81,16 +93,20 @@ typedef struct cpu_worker {
 
 struct cpu_pool {
     /* One cache line holds everything a worker reads to take a job, all
-     * of it written by the caller as it publishes one: the worker's wait
-     * brings it over in one transfer.  On four lines of their own (the
-     * generation, the job word, the chunk counter, the job) each worker
-     * waited for each in turn: 744-1056 TSC cycles from the caller's
-     * publication to the worker's first item (SmolLM2 tg128 -t 2, 3 runs). */
+     * of it written by the caller only: the worker's wait brings it over
+     * in one transfer.  On four lines of their own (the generation, the
+     * job word, the chunk counter, the job) each worker waited for each
+     * in turn: 744-1056 TSC cycles from the caller's publication to the
+     * worker's first item (SmolLM2 tg128 -t 2, 3 runs). */
     /* Bumped by the caller once per dispatch; workers wait on it. */
     alignas(CPU_POOL_LINE) atomic_uint generation;
     uint32_t n_chunks;
-    /* Generation, open flag and active count (CPU_JOB_*). */
-    _Atomic uint64_t job;
+    /* The last job the caller closed to workers that had not entered it
+     * (see "Entering and leaving a job" above). */
+    atomic_uint closed;
+    /* The job has per-lane item ranges (cpu_pool_run_items): worker lane
+     * i runs chunk i, without claiming chunks. */
+    bool items;
     /* The job; published by the release store of |generation|. */
     cpu_task_fn fn;
     void *ctx;
@@ -98,8 +114,10 @@ struct cpu_pool {
     cpu_item_fn item_fn;
     void *item_ctx;
     int64_t item_claim;
-    /* Next chunk to claim. */
-    atomic_uint next_chunk;
+    /* Next chunk to claim (cpu_pool_run jobs), on a line of its own: the
+     * claims of the workers would otherwise take the publication line
+     * from the caller. */
+    alignas(CPU_POOL_LINE) atomic_uint next_chunk;
     /* Sleep path, touched only when a worker gives up spinning. */
     alignas(CPU_POOL_LINE) atomic_uint sleepers;
     pthread_mutex_t mutex; /* without futexes only */
@@ -111,8 +129,9 @@ struct cpu_pool {
      * dispatches until the next look; the involuntary context switches
      * seen at the last look; one bit per look of the last
      * CPU_POOL_LOOK_WINDOW, set where it saw a preemption (the newest in
-     * bit 0). */
-    bool spin_adaptive;
+     * bit 0).  On a line of its own: the caller writes |look_in| at
+     * every dispatch, and every wait of a worker reads |spin_ns|. */
+    alignas(CPU_POOL_LINE) bool spin_adaptive;
     uint32_t look_in;
     long last_nivcsw;
     uint32_t preempted_looks;
@@ -131,7 +150,7 @@ struct cpu_pool {
     hwloc_cpuset_t caller_before;
     cpu_pool_range *ranges; /* n_threads entries (cpu_pool_run_items) */
 };
-_Static_assert(offsetof(struct cpu_pool, next_chunk) + sizeof(atomic_uint) <= CPU_POOL_LINE,
+_Static_assert(offsetof(struct cpu_pool, item_claim) + sizeof(int64_t) <= CPU_POOL_LINE,
                "a job's publication fits one cache line");
 
 static inline void cpu_pool_relax(void)
@@ -211,35 +230,32 @@ static unsigned cpu_pool_wait_generation(cpu_pool *pool, unsigned seen)
 
 static void cpu_pool_items_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane);
 
-/* Claims and runs chunks until none is left.  A lane done with one chunk
- * of an item job has found every range empty (cpu_pool_items_task): the
- * chunks left would find the same, so it claims no more, and its way out
- * of the job (the caller waits for it) moves one contended line less. */
+/* Claims and runs chunks until none is left (cpu_pool_run jobs). */
 static void cpu_pool_drain(cpu_pool *pool, uint32_t lane)
 {
     const uint32_t n = pool->n_chunks;
-    const bool items = pool->fn == cpu_pool_items_task;
     for (;;) {
         unsigned c = atomic_fetch_add_explicit(&pool->next_chunk, 1, memory_order_relaxed);
         if (c >= n)
             break;
         pool->fn(pool->ctx, c, n, lane);
-        if (items)
-            break;
     }
 }
 
-/* Enters the job of generation |g| if it is still open; false otherwise. */
-static bool cpu_pool_enter(cpu_pool *pool, unsigned g)
+/* A worker's part of job |g| (see "Entering and leaving a job"): an item
+ * job's chunk of its lane (which takes what is left of every range, so it
+ * claims no other chunk), or chunks claimed until none is left. */
+static void cpu_pool_work(cpu_pool *pool, cpu_worker *w, unsigned g)
 {
-    uint64_t w = atomic_load_explicit(&pool->job, memory_order_acquire);
-    for (;;) {
-        if ((uint32_t)(w >> 32) != g || !(w & CPU_JOB_OPEN))
-            return false;
-        if (atomic_compare_exchange_weak_explicit(&pool->job, &w, w + 1, memory_order_acquire,
-                                                  memory_order_acquire))
-            return true;
+    atomic_store_explicit(&w->entered, g, memory_order_seq_cst);
+    if (atomic_load_explicit(&pool->closed, memory_order_seq_cst) != g &&
+        atomic_load_explicit(&pool->generation, memory_order_acquire) == g) {
+        if (!pool->items)
+            cpu_pool_drain(pool, w->lane);
+        else if (w->lane < pool->n_chunks)
+            pool->fn(pool->ctx, w->lane, pool->n_chunks, w->lane);
     }
+    atomic_store_explicit(&w->left, g, memory_order_release);
 }
 
 static void *cpu_worker_main(void *arg)
@@ -257,10 +273,7 @@ static void *cpu_worker_main(void *arg)
         seen = cpu_pool_wait_generation(pool, seen);
         if (atomic_load_explicit(&pool->stop, memory_order_acquire))
             break;
-        if (!cpu_pool_enter(pool, seen))
-            continue;
-        cpu_pool_drain(pool, w->lane);
-        atomic_fetch_sub_explicit(&pool->job, 1, memory_order_release);
+        cpu_pool_work(pool, w, seen);
     }
     return NULL;
 }
@@ -287,8 +300,8 @@ static void cpu_pool_wake(cpu_pool *pool)
 
 /* A job's publication: the generation moved by a plain release store.  A
  * locked add there (or a fence) waits until every store before it is
- * seen by the other cores: the ranges, the job word and the job's fields,
- * lines the workers touched in the last job, each fetched back first.  On
+ * seen by the other cores: the ranges, lines the workers touched in the
+ * last job, each fetched back first.  On
  * the 2-vCPU VM that wait was half of the caller's time in
  * cpu_pool_run_items (SmolLM2 decode, -t 2).  Here the stores drain while
  * the caller runs the first share of the job it took before publishing.
@@ -373,7 +386,7 @@ sy_status cpu_pool_create(const sy_host *host, hwloc_topology_t topo, uint32_t n
         return SY_E_NO_MEMORY;
     memset(pool, 0, sizeof *pool);
     atomic_init(&pool->generation, 0);
-    atomic_init(&pool->job, 0);
+    atomic_init(&pool->closed, 0);
     atomic_init(&pool->next_chunk, 0);
     atomic_init(&pool->sleepers, 0);
     atomic_init(&pool->stop, false);
@@ -408,6 +421,8 @@ sy_status cpu_pool_create(const sy_host *host, hwloc_topology_t topo, uint32_t n
     memset(pool->workers, 0, bytes);
     for (uint32_t i = 0; i + 1 < n_threads; i++) {
         cpu_worker *w = &pool->workers[i];
+        atomic_init(&w->entered, 0);
+        atomic_init(&w->left, 0);
         w->pool = pool;
         w->lane = i + 1;
         w->cpuset = pin && topo ? cpu_pool_lane_cpuset(topo, w->lane, n_threads) : NULL;
@@ -517,6 +532,35 @@ static void cpu_pool_keep_caller(cpu_pool *pool)
         hwloc_bitmap_free(kept);
 }
 
+/* Waits until no worker is inside job |g| and none can enter it (see
+ * "Entering and leaving a job"). */
+static void cpu_pool_finish(cpu_pool *pool, unsigned g)
+{
+    bool closed = false;
+    for (uint32_t i = 0; i + 1 < pool->n_threads; i++) {
+        cpu_worker *w = &pool->workers[i];
+        if (atomic_load_explicit(&w->left, memory_order_acquire) == g)
+            continue;
+        if (atomic_load_explicit(&w->entered, memory_order_relaxed) != g) {
+            if (!closed) {
+                atomic_store_explicit(&pool->closed, g, memory_order_seq_cst);
+                closed = true;
+            }
+            if (atomic_load_explicit(&w->entered, memory_order_seq_cst) != g)
+                continue;
+        }
+        unsigned spins = 0;
+        while (atomic_load_explicit(&w->left, memory_order_acquire) != g) {
+            if (spins < CPU_POOL_CALLER_SPINS) {
+                spins++;
+                cpu_pool_relax();
+            } else {
+                sched_yield();
+            }
+        }
+    }
+}
+
 /* Runs a job of |nth| chunks (2 or more) and returns once every lane is
  * out of it.  The caller's chunk 0 is its own from the start and, where
  * |pre| is set, so are the items [pre[0], pre[1]) of an item job: it runs
@@ -526,38 +570,25 @@ static void cpu_pool_go(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth,
 {
     cpu_pool_keep_caller(pool);
     cpu_pool_adapt_spin(pool);
+    const bool items = fn == cpu_pool_items_task;
     pool->fn = fn;
     pool->ctx = ctx;
     pool->n_chunks = nth;
-    atomic_store_explicit(&pool->next_chunk, 1, memory_order_relaxed);
-    /* Workers wake for generation g and find job g open. */
+    pool->items = items;
+    if (!items)
+        atomic_store_explicit(&pool->next_chunk, 1, memory_order_relaxed);
     const unsigned g = atomic_load_explicit(&pool->generation, memory_order_relaxed) + 1;
-    atomic_store_explicit(&pool->job, ((uint64_t)g << 32) | CPU_JOB_OPEN, memory_order_release);
     cpu_pool_publish_job(pool);
 
     if (pre)
         pool->item_fn(pool->item_ctx, pre[0], pre[1], 0);
     fn(ctx, 0, nth, 0);
     /* An item job's chunk 0 took what was left of every range. */
-    if (fn != cpu_pool_items_task)
+    if (!items)
         cpu_pool_drain(pool, 0);
     if (tail)
         tail(tail_ctx);
-
-    /* Close the job: latecomers now skip it. */
-    uint64_t w = atomic_load_explicit(&pool->job, memory_order_relaxed);
-    while (!atomic_compare_exchange_weak_explicit(&pool->job, &w, w & ~CPU_JOB_OPEN,
-                                                  memory_order_acq_rel, memory_order_relaxed))
-        ;
-    unsigned spins = 0;
-    while (atomic_load_explicit(&pool->job, memory_order_acquire) & CPU_JOB_ACTIVE_MASK) {
-        if (spins < CPU_POOL_CALLER_SPINS) {
-            spins++;
-            cpu_pool_relax();
-        } else {
-            sched_yield();
-        }
-    }
+    cpu_pool_finish(pool, g);
 }
 
 void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth)
