@@ -58,6 +58,13 @@
 #define CPU_MATMUL_DECODE_TILE_ROWS 4
 /* Decode units, or prefill tiles, a claim takes at most. */
 #define CPU_MATMUL_CLAIM_UNITS 4
+/* Weight bytes of decode tiles at the end of each lane's range that the
+ * worker lanes leave to the calling lane (at least one tile), so that the
+ * caller runs a job's last tiles and seldom waits for a worker's
+ * (cpu_pool_run_items_tail): a few hundred cycles of the caller's wait
+ * for the line that says a worker is done.  On SmolLM2 (Q4_1, 576
+ * columns) 2 tiles of 4 rows. */
+#define CPU_MATMUL_KEEP_BYTES 3072
 /* Column elements below which the caller quantizes alone. */
 #define CPU_MATMUL_SERIAL_QUANTIZE 16384
 /* Columns from which a prefill takes the GEMM (where the table has one). */
@@ -84,6 +91,7 @@ typedef struct cpu_matmul_ctx {
     uint64_t xf_nb[SY_MAX_DIMS];
     int64_t tile_rows, tile_cols, row_tiles, col_tiles, n_items;
     int64_t claim; /* tiles a lane claims at once at most (cpu_pool_run_items) */
+    int64_t keep;  /* tiles at each range's end left to the calling lane (likewise) */
 } cpu_matmul_ctx;
 
 /* ----------------------------------------------------- column preparation */
@@ -339,6 +347,7 @@ static void cpu_matmul_plan_tiles(cpu_matmul_ctx *c, uint32_t nth, int64_t batch
 {
     const int64_t row_bytes = (int64_t)c->w->nb[1];
     c->claim = CPU_MATMUL_CLAIM_UNITS;
+    c->keep = 0;
     if (c->qgemm) {
         /* Columns counted in panels. */
         c->tile_rows = c->s->gemm_tile_rows;
@@ -365,6 +374,9 @@ static void cpu_matmul_plan_tiles(cpu_matmul_ctx *c, uint32_t nth, int64_t batch
         unit = unit < CPU_MATMUL_ROW_QUANTUM ? CPU_MATMUL_ROW_QUANTUM : unit;
         c->tile_rows = nth == 1 ? c->n_rows : CPU_MATMUL_DECODE_TILE_ROWS;
         c->claim = CPU_MATMUL_CLAIM_UNITS * unit / CPU_MATMUL_DECODE_TILE_ROWS;
+        const int64_t tile_bytes = c->tile_rows * (row_bytes > 0 ? row_bytes : 1);
+        if (nth > 1)
+            c->keep = tile_bytes >= CPU_MATMUL_KEEP_BYTES ? 1 : CPU_MATMUL_KEEP_BYTES / tile_bytes;
         c->tile_cols = 1;
     } else {
         int64_t rows = CPU_MATMUL_TILE_WEIGHT_BYTES / (row_bytes > 0 ? row_bytes : 1);
@@ -578,7 +590,7 @@ struct cpu_matmul_job {
     /* The members' tiles are planned (at the first run after a build: they
      * depend on the nodes alone) and their claim size. */
     bool planned;
-    int64_t claim;
+    int64_t claim, keep;
     /* What the calling lane runs once out of items, for the next run only
      * (cpu_matmul_job_tail), or NULL. */
     void (*tail)(void *);
@@ -702,14 +714,17 @@ static sy_status cpu_matmul_job_go(cpu_state *s, cpu_matmul_job *j)
         }
     }
     if (!j->planned) {
-        int64_t claim = 0; /* the members' least (one item space, one claim size) */
+        /* The members' least claim and keep (one item space). */
+        int64_t claim = 0, keep = 0;
         for (uint32_t i = 0; i < n; i++) {
             cpu_matmul_ctx *c = &g->c[i];
             cpu_matmul_plan_tiles(c, j->nth, x->ne[2] * x->ne[3]);
             g->end[i] = (i ? g->end[i - 1] : 0) + c->n_items;
             claim = i == 0 || c->claim < claim ? c->claim : claim;
+            keep = i == 0 || c->keep < keep ? c->keep : keep;
         }
         j->claim = claim;
+        j->keep = keep;
         j->planned = true;
     }
     const int64_t claim = j->claim;
@@ -722,8 +737,8 @@ static sy_status cpu_matmul_job_go(cpu_state *s, cpu_matmul_job *j)
             return st;
         cpu_epilogue_prefetch(g->epi, j);
     }
-    cpu_pool_run_items_tail(s->pool, cpu_matmul_group_items, g, g->end[n - 1], claim, j->nth,
-                            j->tail, j->tail_ctx);
+    cpu_pool_run_items_tail(s->pool, cpu_matmul_group_items, g, g->end[n - 1], claim, j->keep,
+                            j->nth, j->tail, j->tail_ctx);
     return SY_OK;
 }
 

@@ -104,9 +104,9 @@ struct cpu_pool {
     /* The last job the caller closed to workers that had not entered it
      * (see "Entering and leaving a job" above). */
     atomic_uint closed;
-    /* The job has per-lane item ranges (cpu_pool_run_items): worker lane
-     * i runs chunk i, without claiming chunks. */
-    bool items;
+    /* Items at the end of every range that only the calling lane takes
+     * (cpu_pool_run_items_tail). */
+    uint32_t item_keep;
     /* The job; published by the release store of |generation|. */
     cpu_task_fn fn;
     void *ctx;
@@ -250,7 +250,9 @@ static void cpu_pool_work(cpu_pool *pool, cpu_worker *w, unsigned g)
     atomic_store_explicit(&w->entered, g, memory_order_seq_cst);
     if (atomic_load_explicit(&pool->closed, memory_order_seq_cst) != g &&
         atomic_load_explicit(&pool->generation, memory_order_acquire) == g) {
-        if (!pool->items)
+        /* An item job has per-lane ranges: worker lane i runs chunk i,
+         * without claiming chunks. */
+        if (pool->fn != cpu_pool_items_task)
             cpu_pool_drain(pool, w->lane);
         else if (w->lane < pool->n_chunks)
             pool->fn(pool->ctx, w->lane, pool->n_chunks, w->lane);
@@ -574,7 +576,6 @@ static void cpu_pool_go(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth,
     pool->fn = fn;
     pool->ctx = ctx;
     pool->n_chunks = nth;
-    pool->items = items;
     if (!items)
         atomic_store_explicit(&pool->next_chunk, 1, memory_order_relaxed);
     const unsigned g = atomic_load_explicit(&pool->generation, memory_order_relaxed) + 1;
@@ -607,31 +608,45 @@ void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth)
  * (~5 ns; one per small item made them 0.3-0.5% of SmolLM2's decode step
  * at 2 threads) and takes a share of what is left, at most the job's
  * max_claim, so claims shrink to one item as a range runs out and the
- * lanes end within about one item of each other. */
+ * lanes end within about one item of each other.  A worker lane stops
+ * |item_keep| items short of each range's end (cpu_pool_run_items_tail),
+ * claiming by compare-exchange so that it never takes one of them. */
 static void cpu_pool_items_task(void *arg, uint32_t ith, uint32_t nth, uint32_t lane)
 {
     cpu_pool *pool = arg;
     const int64_t most = pool->item_claim;
+    const int64_t keep = lane == 0 ? 0 : (int64_t)pool->item_keep;
     for (uint32_t i = 0; i < nth; i++) {
         cpu_pool_range *r = &pool->ranges[(ith + i) % nth];
-        const int64_t end = r->end;
+        const int64_t end = r->end, stop_at = end - keep;
         /* A drained range stays drained: look once before claiming, so
          * thieves do not pull its line back and forth once it is empty.
          * Then each claim's result says what is left: a look before every
          * claim cost a steal two transfers of the line instead of one. */
-        int64_t left = end - atomic_load_explicit(&r->next, memory_order_relaxed);
-        while (left > 0) {
-            const int64_t take = cpu_pool_claim_size(left, most);
-            const int64_t item = atomic_fetch_add_explicit(&r->next, take, memory_order_relaxed);
-            if (item >= end)
-                break;
-            const int64_t stop = item + take < end ? item + take : end;
+        int64_t next = atomic_load_explicit(&r->next, memory_order_relaxed);
+        while (next < stop_at) {
+            const int64_t take = cpu_pool_claim_size(stop_at - next, most);
+            int64_t item, stop;
+            if (keep == 0) {
+                item = atomic_fetch_add_explicit(&r->next, take, memory_order_relaxed);
+                if (item >= end)
+                    break;
+                stop = item + take < end ? item + take : end;
+            } else {
+                /* On failure |next| is what the range holds now. */
+                if (!atomic_compare_exchange_weak_explicit(&r->next, &next, next + take,
+                                                           memory_order_relaxed,
+                                                           memory_order_relaxed))
+                    continue;
+                item = next;
+                stop = next + take;
+            }
             /* The lane's last claim here: fetch the next range's line
              * while the claim runs, for the look that follows it. */
-            if (stop == end && i + 1 < nth)
+            if (stop >= stop_at && i + 1 < nth)
                 __builtin_prefetch(&pool->ranges[(ith + i + 1) % nth].next, 0);
             pool->item_fn(pool->item_ctx, item, stop, lane);
-            left = end - stop;
+            next = stop;
         }
     }
 }
@@ -639,12 +654,12 @@ static void cpu_pool_items_task(void *arg, uint32_t ith, uint32_t nth, uint32_t 
 void cpu_pool_run_items(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_items,
                         int64_t max_claim, uint32_t nth)
 {
-    cpu_pool_run_items_tail(pool, fn, ctx, n_items, max_claim, nth, NULL, NULL);
+    cpu_pool_run_items_tail(pool, fn, ctx, n_items, max_claim, 0, nth, NULL, NULL);
 }
 
 void cpu_pool_run_items_tail(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t n_items,
-                             int64_t max_claim, uint32_t nth, void (*tail)(void *),
-                             void *tail_ctx)
+                             int64_t max_claim, int64_t keep, uint32_t nth,
+                             void (*tail)(void *), void *tail_ctx)
 {
     if (nth > pool->n_threads)
         nth = pool->n_threads;
@@ -664,6 +679,9 @@ void cpu_pool_run_items_tail(cpu_pool *pool, cpu_item_fn fn, void *ctx, int64_t 
     pool->item_fn = fn;
     pool->item_ctx = ctx;
     pool->item_claim = max_claim > 1 ? max_claim : 1;
+    const int64_t range = n_items / nth; /* the smallest range */
+    keep = keep < range ? keep : range;
+    pool->item_keep = keep <= 0 ? 0 : keep < UINT32_MAX ? (uint32_t)keep : UINT32_MAX;
     /* The caller's first claim of its home range, taken before any other
      * lane can see the range (a plain store, as the claims' rule sizes
      * it). */

@@ -298,7 +298,7 @@ Test(cpu_pool, runs_the_tail_once_on_the_caller)
             pool_items_init(&job, n_threads, n_items, 4, nth);
             pool_tail t = {.job = &job, .caller = pthread_self(), .n_items = n_items,
                            .one_lane = job.max_claim == POOL_MAX_ITEMS};
-            cpu_pool_run_items_tail(pool, pool_count_item, &job, n_items, 4, nth,
+            cpu_pool_run_items_tail(pool, pool_count_item, &job, n_items, 4, 0, nth,
                                     pool_count_tail, &t);
             cr_assert_eq(t.calls, 1, "%u threads, %lld items on %u lanes: the tail ran %u times",
                          n_threads, (long long)n_items, nth, t.calls);
@@ -309,6 +309,77 @@ Test(cpu_pool, runs_the_tail_once_on_the_caller)
                 cr_assert_eq(atomic_load(&job.runs[i]), 1u, "item %lld ran %u times",
                              (long long)i, atomic_load(&job.runs[i]));
         }
+        cpu_pool_destroy(pool);
+    }
+}
+
+typedef struct pool_keep_job {
+    pool_items_job count;
+    atomic_uint lane[POOL_MAX_ITEMS];
+} pool_keep_job;
+
+/* Items of about a microsecond each, so that workers come in time to
+ * take some. */
+static void pool_keep_item(void *ctx, int64_t first, int64_t end, uint32_t lane)
+{
+    pool_keep_job *job = ctx;
+    pool_count_item(&job->count, first, end, lane);
+    for (int64_t item = first; item < end && item < POOL_MAX_ITEMS; item++) {
+        atomic_store(&job->lane[item], lane);
+        const double until = pool_now_s() + 1e-6;
+        while (pool_now_s() < until)
+            ;
+    }
+}
+
+/* With |keep|, the last items of every lane's range run on the calling
+ * lane (lane 0), the others anywhere, each exactly once; and the workers
+ * still take their share. */
+Test(cpu_pool, leaves_the_last_items_of_every_range_to_the_caller)
+{
+    const uint64_t seed = pool_seed();
+    sy_host host;
+    pool_host_init(&host);
+    for (uint32_t n_threads = 2; n_threads <= 4; n_threads++) {
+        cpu_pool *pool = NULL;
+        cr_assert_eq(cpu_pool_create(&host, NULL, n_threads, false, &pool), SY_OK);
+        uint64_t s = (seed + n_threads) | 1;
+        uint64_t by_workers = 0;
+        for (uint32_t d = 0; d < 1000; d++) {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            const int64_t n_items = 1 + (int64_t)(s % POOL_MAX_ITEMS);
+            const uint32_t nth = 2 + (uint32_t)((s >> 16) % (n_threads - 1));
+            const int64_t claim = 1 + (int64_t)((s >> 24) % 16);
+            const int64_t keep = (int64_t)((s >> 32) % 5);
+            pool_keep_job job;
+            memset(&job, 0, sizeof job);
+            pool_items_init(&job.count, n_threads, n_items, claim, nth);
+            cpu_pool_run_items_tail(pool, pool_keep_item, &job, n_items, claim, keep, nth, NULL,
+                                    NULL);
+            cr_assert_eq(atomic_load(&job.count.bad), 0, "dispatch %u (seed %llu)", d,
+                         (unsigned long long)seed);
+            const uint32_t lanes = (int64_t)nth < n_items ? nth : (uint32_t)n_items;
+            const int64_t smallest = n_items / lanes;
+            const int64_t kept = keep < smallest ? keep : smallest;
+            for (uint32_t r = 0; r < lanes && lanes > 1; r++) {
+                const int64_t end = n_items * (r + 1) / lanes;
+                for (int64_t i = end - kept; i < end; i++)
+                    cr_assert_eq(atomic_load(&job.lane[i]), 0u,
+                                 "dispatch %u (seed %llu), %lld items on %u lanes, keep %lld: "
+                                 "item %lld of range %u ran on lane %u",
+                                 d, (unsigned long long)seed, (long long)n_items, lanes,
+                                 (long long)keep, (long long)i, r, atomic_load(&job.lane[i]));
+            }
+            for (int64_t i = 0; i < n_items; i++) {
+                cr_assert_eq(atomic_load(&job.count.runs[i]), 1u, "item %lld ran %u times",
+                             (long long)i, atomic_load(&job.count.runs[i]));
+                by_workers += atomic_load(&job.lane[i]) != 0;
+            }
+        }
+        cr_assert_gt(by_workers, 0, "%u threads: the workers ran no item in 1000 dispatches",
+                     n_threads);
         cpu_pool_destroy(pool);
     }
 }
