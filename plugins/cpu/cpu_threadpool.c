@@ -51,8 +51,15 @@
 /* A claim of an item job takes this share of what is left of a range
  * (and at most the job's max_claim items; cpu_pool_items_task): a lane
  * slowed down in the middle of a claim holds only a part of its range
- * from thieves. */
-#define CPU_POOL_CLAIM_SHARE 4
+ * from thieves.  Each claim is a locked add that waits for the lane's
+ * stores before it: SmolLM2 tg128 -t 2 took 15-16 claims per lane and
+ * job with a quarter, 10-11 with half, and with the caller running the
+ * last tiles (keep, cpu_pool_run_items_tail) half won, 10 interleaved
+ * rounds: outside kernels (main lane) median 2.75% against 2.96%, pool
+ * 1.98% against 2.26%, tokens/s pairwise ratio medians 1.009 (SmolLM2)
+ * and 1.016 (synth 1B Q4_0).  Without keep the larger last claims had
+ * made the caller wait longer at the end, as much as they saved. */
+#define CPU_POOL_CLAIM_SHARE 2
 
 /* Entering and leaving a job.  A worker woken for generation g records
  * g in |entered| on its own line, then (seq_cst, a Dekker pairing with

@@ -102,7 +102,7 @@ void cpu_pool_run(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth);
  * claims them in order from a counter on a cache line of its own (an
  * atomic there costs no transfer between cores); a lane done with its
  * range takes what is left of the others.  Every claim, at home or away,
- * takes a quarter of what is left of the range, at most |max_claim| items
+ * takes half of what is left of the range, at most |max_claim| items
  * (values below 1 count as 1), so claims shrink to single items at the
  * end of each range.  The lanes then end within about one item of each
  * other, where one shared counter moves its line on every claim and items
