@@ -134,6 +134,7 @@ static uint64_t bytes_left(const gguf_parser *p)
 /* Consumes |n| bytes of |field|, or fails naming the field and the place. */
 static sy_status take(gguf_parser *p, uint64_t n, const char *field, const uint8_t **out_ptr)
 {
+    *out_ptr = NULL;
     if (n > bytes_left(p)) {
         char w[GGUF_QUOTE_MAX * 4 + 64];
         return failf(p, SY_E_FORMAT,
