@@ -77,6 +77,7 @@
  * close, again at the wait, and once more reading the job's fields after
  * a worker had counted itself in (SmolLM2 tg -t 2: a third of the main
  * lane's pool samples). */
+
 /* The items of one home range of cpu_pool_run_items, on its own line: its
  * owner claims them one at a time without moving the line between cores
  * until another lane, out of items of its own, comes to steal. */
@@ -310,10 +311,10 @@ static void cpu_pool_wake(cpu_pool *pool)
 /* A job's publication: the generation moved by a plain release store.  A
  * locked add there (or a fence) waits until every store before it is
  * seen by the other cores: the ranges, lines the workers touched in the
- * last job, each fetched back first.  On
- * the 2-vCPU VM that wait was half of the caller's time in
- * cpu_pool_run_items (SmolLM2 decode, -t 2).  Here the stores drain while
- * the caller runs the first share of the job it took before publishing.
+ * last job, each fetched back first.  On the 2-vCPU VM that wait was half
+ * of the caller's time in cpu_pool_run_items (SmolLM2 decode, -t 2).
+ * Here the stores drain while the caller runs the first share of the job
+ * it took before publishing.
  * Without the fence the caller's look at |sleepers| may come before its
  * store is seen: a worker going to sleep in that instant, whose futex
  * looks at the generation before the store lands, sleeps through this

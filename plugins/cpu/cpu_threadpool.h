@@ -7,8 +7,9 @@
  * idle pool uses no CPU.
  *
  * A dispatch is cut into |nth| chunks that lanes claim from an atomic
- * counter.  The caller claims chunks too and, once none is left, closes the
- * job and waits only for lanes that are inside it: a worker the OS has not
+ * counter (an item job's chunk i is lane i's: its home range, below).
+ * The caller claims chunks too and, once none is left, closes the job and
+ * waits only for lanes that are inside it: a worker the OS has not
  * scheduled yet (a busy core, a pinned thread behind another process) costs
  * its share of the work, never a scheduling quantum of waiting.  The
  * caller's first chunk (of an item job, its first claim) is its own before
