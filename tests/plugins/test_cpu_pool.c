@@ -53,6 +53,15 @@ static void pool_count_task(void *ctx, uint32_t ith, uint32_t nth, uint32_t lane
         atomic_fetch_add(&job->runs[ith], 1);
 }
 
+/* The next state of a xorshift generator (the tests' random choices). */
+static uint64_t pool_rand(uint64_t s)
+{
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+}
+
 /* |spin_ns|: the workers' spin time, or UINT64_MAX to keep the default. */
 static void run_dispatches(uint32_t n_threads, bool pin, uint32_t n_dispatches, uint64_t seed,
                            uint64_t spin_ns)
@@ -70,9 +79,7 @@ static void run_dispatches(uint32_t n_threads, bool pin, uint32_t n_dispatches, 
 
     uint64_t s = seed | 1;
     for (uint32_t d = 0; d < n_dispatches; d++) {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
+        s = pool_rand(s);
         const uint32_t nth = 1 + (uint32_t)(s % POOL_MAX_CHUNKS);
         const uint32_t eff = nth < n_threads ? nth : n_threads;
         pool_job job;
@@ -191,9 +198,7 @@ Test(cpu_pool, runs_every_item_exactly_once_per_dispatch)
                 cpu_pool_set_spin(pool, 0);
             uint64_t s = (seed + n_threads) | 1;
             for (uint32_t d = 0; d < 1000; d++) {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
+                s = pool_rand(s);
                 const int64_t n_items = (int64_t)(s % (POOL_MAX_ITEMS + 1));
                 const uint32_t nth = 1 + (uint32_t)((s >> 16) % 8);
                 const int64_t claim = (int64_t)((s >> 24) % 18); /* 0 and 1 both mean 1 */
@@ -346,9 +351,7 @@ Test(cpu_pool, leaves_the_last_items_of_every_range_to_the_caller)
         uint64_t s = (seed + n_threads) | 1;
         uint64_t by_workers = 0;
         for (uint32_t d = 0; d < 1000; d++) {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
+            s = pool_rand(s);
             const int64_t n_items = 1 + (int64_t)(s % POOL_MAX_ITEMS);
             const uint32_t nth = 2 + (uint32_t)((s >> 16) % (n_threads - 1));
             const int64_t claim = 1 + (int64_t)((s >> 24) % 16);
@@ -422,9 +425,7 @@ Test(cpu_pool, dispatches_of_both_kinds_follow_an_item_job)
         cr_assert_eq(cpu_pool_create(&host, NULL, n_threads, false, &pool), SY_OK);
         uint64_t s = (seed + n_threads) | 1;
         for (uint32_t d = 0; d < 2000; d++) {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
+            s = pool_rand(s);
             const uint32_t nth = 1 + (uint32_t)((s >> 8) % n_threads);
             if (s % 3 == 0) {
                 pool_job job;
