@@ -308,22 +308,21 @@ static void cpu_pool_wake(cpu_pool *pool)
 #endif
 }
 
-/* A job's publication: the generation moved by a plain release store.  A
- * locked add there (or a fence) waits until every store before it is
- * seen by the other cores: the ranges, lines the workers touched in the
- * last job, each fetched back first.  On the 2-vCPU VM that wait was half
- * of the caller's time in cpu_pool_run_items (SmolLM2 decode, -t 2).
- * Here the stores drain while the caller runs the first share of the job
- * it took before publishing.
+/* A job's publication: the generation moved to |g| (the current one plus
+ * one) by a plain release store.  A locked add there (or a fence) waits
+ * until every store before it is seen by the other cores: the ranges,
+ * lines the workers touched in the last job, each fetched back first.
+ * On the 2-vCPU VM that wait was half of the caller's time in
+ * cpu_pool_run_items (SmolLM2 decode, -t 2).  Here the stores drain while
+ * the caller runs the first share of the job it took before publishing.
  * Without the fence the caller's look at |sleepers| may come before its
  * store is seen: a worker going to sleep in that instant, whose futex
  * looks at the generation before the store lands, sleeps through this
  * job (the caller and the other lanes run its share) and wakes at the
  * next one that sees it asleep.  Stopping uses cpu_pool_publish, which
  * never misses a sleeper. */
-static void cpu_pool_publish_job(cpu_pool *pool)
+static void cpu_pool_publish_job(cpu_pool *pool, unsigned g)
 {
-    const unsigned g = atomic_load_explicit(&pool->generation, memory_order_relaxed) + 1;
     atomic_store_explicit(&pool->generation, g, memory_order_release);
     if (atomic_load_explicit(&pool->sleepers, memory_order_relaxed) > 0)
         cpu_pool_wake(pool);
@@ -587,7 +586,7 @@ static void cpu_pool_go(cpu_pool *pool, cpu_task_fn fn, void *ctx, uint32_t nth,
     if (!items)
         atomic_store_explicit(&pool->next_chunk, 1, memory_order_relaxed);
     const unsigned g = atomic_load_explicit(&pool->generation, memory_order_relaxed) + 1;
-    cpu_pool_publish_job(pool);
+    cpu_pool_publish_job(pool, g);
 
     if (pre)
         pool->item_fn(pool->item_ctx, pre[0], pre[1], 0);
